@@ -1,0 +1,123 @@
+"""The `agentrl` command line: train | rollout | eval | serve | sandbox | model | config | view.
+
+User mistakes (bad config, missing files, unknown names) print one clear message and exit with status 2;
+tracebacks are for bugs only (set AGENTRL_DEBUG=1 to see them for user errors too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from agentrl.errors import AgentRLError
+
+EXIT_USAGE = 2
+
+OVERRIDES_HELP = "recipe=NAME and dotted key=value overrides, e.g. trainer.steps=20 rollout.n=4"
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from agentrl.config import load_config
+
+    cfg = load_config(overrides=args.overrides)
+    print(OmegaConf.to_yaml(cfg.model_dump(by_alias=True, mode="json")), end="")
+    return 0
+
+
+def _cmd_model(args: argparse.Namespace) -> int:
+    from agentrl import models
+
+    if args.action == "prepare":
+        print(models.prepare_default_model(cache_dir=args.cache_dir, force=args.force))
+    else:
+        print(models.resolve_model(args.model, cache_dir=args.cache_dir, prepare=False))
+    return 0
+
+
+def _cmd_sandbox(args: argparse.Namespace) -> int:
+    from agentrl.sandbox import images
+
+    print(images.build_base_image(force=args.force))
+    return 0
+
+
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    from agentrl.config import load_config
+    from agentrl.runner import run_rollout
+
+    run_rollout(load_config(overrides=args.overrides))
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from agentrl.rollout.serve import serve_from_overrides
+
+    return serve_from_overrides(args.overrides)
+
+
+def _not_yet(feature: str, issue: int) -> Callable[[argparse.Namespace], int]:
+    def run(_: argparse.Namespace) -> int:
+        raise AgentRLError(f"`agentrl {feature}` is not available yet (tracked in issue {issue}).")
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentrl", description="Reinforcement learning for LLM agents.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_: str, handler: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(handler=handler)
+        return p
+
+    for name, help_, handler in [
+        ("train", "train a policy on a recipe", _not_yet("train", 7)),
+        ("rollout", "run the agent loop over a recipe's data and save trajectories", _cmd_rollout),
+        ("eval", "evaluate a policy on a recipe's held-out data", _not_yet("eval", 7)),
+        ("serve", "start a rollout server: backend=hf|vllm|sglang model=... port=...", _cmd_serve),
+    ]:
+        add(name, help_, handler).add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+
+    view = add("view", "build the HTML viewer of a run directory", _not_yet("view", 11))
+    view.add_argument("run_dir")
+
+    config = add("config", "show the resolved configuration", _cmd_config)
+    config.add_argument("action", choices=["show"])
+    config.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+
+    model = add("model", "prepare or locate models", _cmd_model)
+    model.add_argument("action", choices=["prepare", "path"])
+    model.add_argument("model", nargs="?", default="default", help="model for `path` (default: default)")
+    model.add_argument("--force", action="store_true", help="convert again even if prepared")
+    model.add_argument("--cache-dir", default=None, help="model cache (default ~/.cache/agentrl/models)")
+
+    sandbox = add("sandbox", "build the offline sandbox base image", _cmd_sandbox)
+    sandbox.add_argument("action", choices=["build"])
+    sandbox.add_argument("--force", action="store_true", help="rebuild even if the image exists")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `agentrl` command."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except AgentRLError as exc:
+        if os.environ.get("AGENTRL_DEBUG"):
+            raise
+        print(f"agentrl {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Typed configuration: schema, recipe loading and dotted overrides."""
+
+from agentrl.config.loader import ConfigError, available_recipes, find_recipe, load_config, validate
+from agentrl.config.schema import (
+    AgentConfig,
+    AgentRLConfig,
+    DataConfig,
+    EnvConfig,
+    RewardConfig,
+    RolloutConfig,
+    SandboxConfig,
+    ToolSpec,
+    TrainerConfig,
+)
+
+__all__ = [
+    "AgentConfig",
+    "AgentRLConfig",
+    "ConfigError",
+    "DataConfig",
+    "EnvConfig",
+    "RewardConfig",
+    "RolloutConfig",
+    "SandboxConfig",
+    "ToolSpec",
+    "TrainerConfig",
+    "available_recipes",
+    "find_recipe",
+    "load_config",
+    "validate",
+]

@@ -1,0 +1,117 @@
+"""The typed configuration tree. At most three levels deep; every field has a one-line description."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+
+class DataConfig(_Section):
+    train_files: list[str] = Field(default_factory=list, description="JSONL/Parquet files of training rows")
+    eval_files: list[str] = Field(default_factory=list, description="JSONL/Parquet files of held-out rows")
+    batch_size: int = Field(8, ge=1, description="prompts per training step")
+    shuffle: bool = Field(True, description="shuffle training rows each epoch")
+    max_prompt_tokens: int = Field(1024, ge=1, description="rows with longer prompts are rejected")
+
+
+class RolloutConfig(_Section):
+    backend: Literal["hf", "vllm", "sglang"] = Field("hf", description="rollout server kind")
+    urls: list[str] = Field(
+        default_factory=list, description="connect to running servers instead of starting"
+    )
+    num_replicas: int = Field(1, ge=1, description="servers to start when urls is empty")
+    n: int = Field(4, ge=1, description="samples per prompt (the GRPO group size)")
+    max_concurrency: int = Field(64, ge=1, description="trajectories in flight at once")
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature; 0 is greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    top_k: int = Field(-1, description="top-k sampling; -1 disables")
+    max_tokens: int = Field(256, ge=1, description="tokens per assistant turn")
+    max_model_len: int = Field(2048, ge=16, description="context length of the rollout server")
+    request_timeout_s: float = Field(600.0, gt=0, description="timeout of one generation request")
+    trajectory_timeout_s: float = Field(1800.0, gt=0, description="wall-clock limit of one trajectory")
+
+
+class AgentConfig(_Section):
+    name: str = Field("single_turn", description="registered loop name or dotted path of an AgentLoopBase")
+    max_turns: int = Field(8, ge=1, description="assistant turns before stop_reason=max_turns")
+    max_total_tokens: int = Field(2048, ge=1, description="trajectory token budget (prompt + response)")
+    max_parallel_tool_calls: int = Field(4, ge=1, description="tool calls executed per turn")
+    max_consecutive_tool_errors: int = Field(3, ge=1, description="errors in a row before stopping")
+    tool_parser: str = Field("hermes", description="tool-call format: hermes, llama3_json, ...")
+    system_prompt: str | None = Field(None, description="system message prepended to every prompt")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="extra options of a custom loop")
+
+
+class ToolSpec(_Section):
+    class_: str = Field(alias="class", description="registered tool name or dotted path")
+    config: dict[str, Any] = Field(default_factory=dict, description="options passed to the tool")
+
+
+class SandboxConfig(_Section):
+    backend: Literal["docker", "local", "none"] = Field("none", description="where tool code runs")
+    image: str = Field("agentrl/sandbox:base", description="image of sandbox containers")
+    pool_size: int = Field(4, ge=0, description="warm containers kept ready")
+    max_containers: int = Field(32, ge=1, description="containers alive at once")
+    memory: str = Field("1g", description="memory limit per container")
+    cpus: float = Field(1.0, gt=0, description="CPU limit per container")
+    pids_limit: int = Field(256, ge=16, description="process limit per container")
+    network: bool = Field(False, description="give containers network access")
+    exec_timeout_s: float = Field(30.0, gt=0, description="default timeout of one command")
+
+
+class RewardConfig(_Section):
+    components: list[dict[str, Any]] = Field(default_factory=list, description="weighted reward components")
+    function: str | None = Field(None, description="dotted path of a compute_score(...) function")
+    on_failure: Literal["zero", "skip"] = Field("zero", description="what a failed component scores")
+
+
+class TrainerConfig(_Section):
+    steps: int = Field(10, ge=1, description="training steps")
+    mode: Literal["sync", "async"] = Field("sync", description="on-policy, or rollout overlapping training")
+    max_staleness: int = Field(1, ge=0, description="async: policy versions a sample may lag")
+    advantage: str = Field("grpo", description="advantage estimator: grpo, dr_grpo, rloo, reinforce++, gspo")
+    loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
+    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
+        "token-mean", description="how token losses are aggregated"
+    )
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
+    warmup_steps: int = Field(0, ge=0, description="linear LR warmup steps")
+    grad_clip: float = Field(1.0, gt=0, description="max gradient norm")
+    clip_low: float = Field(0.2, ge=0, description="PPO lower clip epsilon")
+    clip_high: float = Field(0.2, ge=0, description="PPO upper clip epsilon (DAPO clip-higher)")
+    kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference policy")
+    num_ranks: int = Field(1, ge=1, description="FSDP ranks (Ray actors)")
+    micro_batch_tokens: int = Field(8192, ge=1, description="token budget of one micro-batch")
+    eval_every: int = Field(0, ge=0, description="evaluate every k steps; 0 disables")
+    save_every: int = Field(0, ge=0, description="checkpoint every k steps; 0 disables")
+
+
+class EnvConfig(_Section):
+    id: str | None = Field(None, description="gymnasium env id, e.g. FrozenLake-v1")
+    entry_point: str | None = Field(None, description="dotted path of a gymnasium.Env class")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="arguments of gymnasium.make")
+    max_steps: int = Field(20, ge=1, description="environment steps per episode")
+    num_train_seeds: int = Field(64, ge=0, description="training episodes generated from seeds")
+    num_eval_seeds: int = Field(16, ge=0, description="held-out episodes generated from seeds")
+
+
+class AgentRLConfig(_Section):
+    """The whole configuration of a run: defaults ← recipe ← command-line overrides."""
+
+    recipe: str | None = Field(None, description="recipe name (folder under recipes/)")
+    model: str = Field("default", description="model: 'default' (SmolLM2-135M-Instruct), a folder or hub id")
+    output_dir: str | None = Field(None, description="run directory; default runs/<recipe>-<timestamp>")
+    seed: int = Field(0, description="global random seed")
+    data: DataConfig = Field(default_factory=DataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    tools: list[ToolSpec] = Field(default_factory=list, description="tools offered to the agent")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)

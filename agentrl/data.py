@@ -1,0 +1,98 @@
+"""Dataset loading: JSONL and Parquet files of `Sample` rows, verl-style columns accepted too.
+
+A row is either agentrl's own shape (`prompt`, `agent_name`, `ground_truth`, `reward_spec`, `extra_info`, ...) or
+verl's (`prompt`, `data_source`, `reward_model: {ground_truth, style}`, `extra_info`, `agent_name`). `prompt` may
+be a list of chat messages or a plain string (one user message).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentrl.errors import AgentRLError
+from agentrl.types import Sample
+
+
+class DatasetError(AgentRLError):
+    """A dataset file or row is unusable; the message names the file, row and field."""
+
+
+def load_samples(path: str | Path) -> list[Sample]:
+    """Load every row of a `.jsonl`/`.json` or `.parquet` file as a `Sample`.
+
+    Raises:
+        DatasetError: the file is missing, of an unknown format, or a row is invalid (file, row, field named).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"dataset file {path} does not exist; check data.train_files / data.eval_files")
+    return [_to_sample(row, path, i) for i, row in enumerate(_read_rows(path))]
+
+
+def load_datasets(paths: list[str]) -> list[Sample]:
+    """Concatenate the samples of several files, in order."""
+    return [s for p in paths for s in load_samples(p)]
+
+
+def _read_rows(path: Path) -> Iterator[Any]:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json"):
+        yield from _read_jsonl(path)
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        yield from pq.read_table(path).to_pylist()
+    else:
+        raise DatasetError(f"{path}: unknown dataset format {suffix!r}; use .jsonl or .parquet")
+
+
+def _read_jsonl(path: Path) -> Iterator[Any]:
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from None
+
+
+def _to_sample(row: Any, path: Path, index: int) -> Sample:
+    where = f"{path}, row {index}"
+    if not isinstance(row, dict):
+        raise DatasetError(f"{where}: a row must be a JSON object, got {type(row).__name__}")
+    try:
+        return Sample.model_validate(_normalize(row, where))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field {'.'.join(map(str, e['loc'])) or '(row)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise DatasetError(f"{where}: {problems}") from None
+
+
+def _normalize(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """Map verl-style columns onto `Sample` fields."""
+    row = dict(row)
+    if "prompt" not in row:
+        raise DatasetError(f"{where}: field prompt is missing; give a list of chat messages or a string")
+    if isinstance(row["prompt"], str):
+        row["prompt"] = [{"role": "user", "content": row["prompt"]}]
+    reward_model = row.pop("reward_model", None)
+    if reward_model is not None:
+        if not isinstance(reward_model, dict):
+            raise DatasetError(f"{where}: field reward_model must be an object with ground_truth")
+        row.setdefault("ground_truth", reward_model.get("ground_truth"))
+        style = reward_model.get("style")
+        if style is not None:
+            row.setdefault("reward_spec", {})["style"] = style
+    if row.get("extra_info") is None:
+        row.pop("extra_info", None)
+    # Columns agentrl does not know (verl's `ability`, SWE-bench's fields, ...) are kept as extra info.
+    for key in [k for k in row if k not in Sample.model_fields]:
+        row.setdefault("extra_info", {})[key] = row.pop(key)
+    return row

@@ -1,0 +1,5 @@
+"""User-facing errors. The CLI prints their message, without a traceback, and exits with status 2."""
+
+
+class AgentRLError(Exception):
+    """Base of every error caused by user input (config, data, environment), with a message saying the fix."""

@@ -1,0 +1,142 @@
+"""The nouns every part of agentrl passes around: messages, token segments, trajectories, samples.
+
+Token ids are the source of truth of a `Trajectory`: the segments hold exactly the tokens the policy saw and
+produced, in order. Messages are the readable view of the same conversation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class StopReason(StrEnum):
+    """Why a trajectory ended."""
+
+    DONE = "done"
+    MAX_TURNS = "max_turns"
+    MAX_TOKENS = "max_tokens"
+    CONTEXT_OVERFLOW = "context_overflow"
+    TOOL_ERROR_LIMIT = "tool_error_limit"
+    SANDBOX_ERROR = "sandbox_error"
+    TIMEOUT = "timeout"
+    ABORTED = "aborted"
+    ERROR = "error"
+
+
+class Message(BaseModel):
+    """One chat message, in the OpenAI shape."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Role
+    content: str | list[dict[str, Any]] | None = ""
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as a plain dict, without unset optional fields."""
+        return self.model_dump(exclude_none=True)
+
+
+class Segment(BaseModel):
+    """A contiguous run of tokens with one origin.
+
+    Attributes:
+        token_ids: the tokens, exactly as the tokenizer or the rollout server produced them.
+        trainable: True for tokens the policy generated (they get gradient), False for prompt, tool output,
+            user turns and environment observations.
+        logprobs: per-token log-probabilities from the rollout engine, for trainable segments.
+        policy_version: version of the weights that generated these tokens (None for non-generated tokens).
+        role: the chat role the tokens belong to.
+    """
+
+    token_ids: list[int]
+    trainable: bool
+    logprobs: list[float] | None = None
+    policy_version: int | None = None
+    role: Role = "assistant"
+
+    @model_validator(mode="after")
+    def _check_lengths(self) -> Segment:
+        if self.logprobs is not None and len(self.logprobs) != len(self.token_ids):
+            raise ValueError(
+                f"segment has {len(self.token_ids)} tokens but {len(self.logprobs)} logprobs; "
+                "pass one logprob per token or none"
+            )
+        return self
+
+
+class Trajectory(BaseModel):
+    """One conversation of an agent with its environment, as tokens and as messages.
+
+    The first segment(s) up to the first trainable one are the prompt; everything after is the response,
+    in which only trainable segments are trained on.
+    """
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    group_id: str = ""
+    sample_index: int = 0
+    agent_name: str = ""
+    segments: list[Segment] = Field(default_factory=list)
+    messages: list[Message] = Field(default_factory=list)
+    reward: float | None = None
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    reward_details: dict[str, Any] = Field(default_factory=dict)
+    stop_reason: StopReason | None = None
+    error: str | None = None
+    num_turns: int = 0
+    timings: dict[str, float] = Field(default_factory=dict)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def token_ids(self) -> list[int]:
+        """All tokens of the conversation, in order."""
+        return [t for s in self.segments for t in s.token_ids]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.segments)
+
+    @property
+    def num_generated_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.segments if s.trainable)
+
+    def append(self, segment: Segment) -> None:
+        """Append a segment; segments are never edited once appended."""
+        self.segments.append(segment)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> Trajectory:
+        return cls.model_validate_json(text)
+
+
+class Sample(BaseModel):
+    """One dataset row: the prompt and what is needed to run and score it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: list[Message]
+    agent_name: str | None = None
+    data_source: str = "default"
+    ground_truth: Any = None
+    reward_spec: dict[str, Any] = Field(default_factory=dict)
+    extra_info: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_none=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Sample:
+        return cls.model_validate_json(text)
