@@ -1,0 +1,100 @@
+"""Builds a trajectory token by token: generated tokens as returned, other messages as the template's suffix.
+
+The model's tokens are never re-tokenized. A non-assistant message (tool result, user turn, observation) is
+appended as exactly the text the chat template adds after the conversation so far — including template text that
+follows the model's end-of-turn token (ChatML's newline after `<|im_end|>`), which the model never generates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrl.loops.chat_template import encode, render
+from agentrl.types import Message, Role, Segment, Trajectory
+
+
+class TemplateBoundaryError(RuntimeError):
+    """The chat template does not render the conversation as an extension of its previous rendering."""
+
+
+class TrajectoryBuilder:
+    """Appends segments and messages to a `Trajectory` so that tokens and messages stay in step."""
+
+    def __init__(self, tokenizer: Any, trajectory: Trajectory, tools: list[dict[str, Any]] | None = None):
+        self.tokenizer = tokenizer
+        self.trajectory = trajectory
+        self.tools = tools
+        self._last_generated_text: str | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return self.trajectory.num_tokens
+
+    def start(self, messages: list[Message]) -> list[int]:
+        """Render the prompt (with the generation prompt) as the first, non-trainable segment."""
+        if self.trajectory.segments:
+            raise RuntimeError("start() must be called once, before anything else is appended")
+        self.trajectory.messages = list(messages)
+        ids = encode(self.tokenizer, self._render(messages, add_generation_prompt=True))
+        self.trajectory.append(Segment(token_ids=ids, trainable=False, role=messages[-1].role))
+        return ids
+
+    def add_generation(self, token_ids: list[int], logprobs: list[float] | None, policy_version: int | None) -> str:
+        """Append the model's tokens exactly as generated; returns the assistant's text (end token stripped)."""
+        self.trajectory.append(
+            Segment(token_ids=token_ids, trainable=True, logprobs=logprobs, policy_version=policy_version)
+        )
+        self._last_generated_text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        content = self.tokenizer.decode(self._strip_end(token_ids), skip_special_tokens=False)
+        self.trajectory.messages.append(Message(role="assistant", content=content))
+        return content
+
+    def suffix_ids(self, new: list[Message], add_generation_prompt: bool = True) -> list[int]:
+        """The tokens the template adds for `new` messages after the conversation so far (not appended)."""
+        prev = self._render(self.trajectory.messages, add_generation_prompt=False)
+        full = self._render([*self.trajectory.messages, *new], add_generation_prompt=add_generation_prompt)
+        if not full.startswith(prev):
+            raise TemplateBoundaryError(
+                "the chat template renders the conversation differently once messages are added; "
+                "the trajectory cannot be extended exactly"
+            )
+        return encode(self.tokenizer, self._trailing_template_text(prev) + full[len(prev) :])
+
+    def add_messages(self, new: list[Message], add_generation_prompt: bool = True) -> list[int]:
+        """Append non-assistant messages as a non-trainable segment of the template's exact suffix."""
+        ids = self.suffix_ids(new, add_generation_prompt)
+        self.append_messages(new, ids)
+        return ids
+
+    def append_messages(self, new: list[Message], ids: list[int]) -> None:
+        """Append messages whose suffix tokens were computed by `suffix_ids`."""
+        role: Role = new[-1].role if new else "user"
+        self.trajectory.append(Segment(token_ids=ids, trainable=False, role=role))
+        self.trajectory.messages.extend(new)
+        self._last_generated_text = None
+
+    def _render(self, messages: list[Message], add_generation_prompt: bool) -> str:
+        return render(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tools=self.tools)
+
+    def _trailing_template_text(self, prev: str) -> str:
+        """Template text after the model's last token (e.g. the newline after `<|im_end|>`), if any."""
+        generated = self._last_generated_text
+        if not generated:
+            return ""
+        at = prev.rfind(generated)
+        if at < 0:
+            return ""  # the template rewrote the assistant turn; the drift checker reports the difference
+        return prev[at + len(generated) :]
+
+    def _strip_end(self, token_ids: list[int]) -> list[int]:
+        end_ids = _end_token_ids(self.tokenizer)
+        return token_ids[:-1] if token_ids and token_ids[-1] in end_ids else token_ids
+
+
+def _end_token_ids(tokenizer: Any) -> set[int]:
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    for token in ("<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
+        tid = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid is not None:
+            ids.add(tid)
+    return ids

@@ -1,0 +1,132 @@
+"""What an agent loop sees while it runs: the model, tools, sandbox, tokenizer, budgets and the trajectory."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentrl.loops.builder import TrajectoryBuilder
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.types import Message, Sample, StopReason, Trajectory
+
+
+def with_system_prompt(messages: list[Message], text: str) -> list[Message]:
+    """Prepend `text` to the system message, or add one."""
+    if messages and messages[0].role == "system":
+        first = messages[0].model_copy(update={"content": f"{text}\n\n{messages[0].content or ''}".rstrip()})
+        return [first, *messages[1:]]
+    return [Message(role="system", content=text), *messages]
+
+
+class TokenGenerator(Protocol):
+    """The part of the rollout client a loop uses (see `agentrl.rollout.client.LLMClient`)."""
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None) -> Any:
+        """Returns an object with token_ids, logprobs, finish_reason and policy_version."""
+
+
+class StopLoop(Exception):
+    """Raised inside a loop to end the trajectory with a stop reason (budgets raise it for you)."""
+
+    def __init__(self, reason: StopReason, message: str = ""):
+        super().__init__(message or reason.value)
+        self.reason = reason
+
+
+@dataclass
+class Budgets:
+    """Per-trajectory limits; each ends the trajectory with its own stop reason.
+
+    Attributes:
+        max_turns: assistant turns (stop_reason max_turns).
+        max_tokens_per_turn: tokens of one assistant turn (a turn cut here: stop_reason max_tokens).
+        max_total_tokens: prompt + response tokens of the trajectory (stop_reason context_overflow).
+        max_model_len: the rollout server's context length (also context_overflow).
+    """
+
+    max_turns: int = 8
+    max_tokens_per_turn: int = 256
+    max_total_tokens: int = 2048
+    max_model_len: int = 2048
+
+
+@dataclass
+class Turn:
+    """One assistant generation."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+
+
+@dataclass
+class AgentContext:
+    """Everything one trajectory's loop may use. Built by the RolloutManager, one per trajectory."""
+
+    sample: Sample
+    trajectory: Trajectory
+    llm: TokenGenerator
+    tokenizer: Any
+    sampling: SamplingParams
+    budgets: Budgets = field(default_factory=Budgets)
+    tools: Any = None  # agentrl.tools.ToolSet, when the loop has tools
+    sandbox: Any = None  # a leased sandbox, when configured
+    env: Any = None
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("agentrl.loop"))
+    tool_schemas: list[dict[str, Any]] | None = None  # passed to the chat template when it has a tools slot
+    system_prompt: str | None = None  # merged into the prompt's system message by start()
+
+    def __post_init__(self) -> None:
+        self.builder = TrajectoryBuilder(self.tokenizer, self.trajectory, tools=self.tool_schemas)
+
+    def start(self, messages: list[Message]) -> None:
+        """Render the prompt; raises StopLoop(context_overflow) if it alone exceeds the budget."""
+        if self.system_prompt:
+            messages = with_system_prompt(messages, self.system_prompt)
+        ids = self.builder.start(messages)
+        if len(ids) >= min(self.budgets.max_total_tokens, self.budgets.max_model_len):
+            raise StopLoop(StopReason.CONTEXT_OVERFLOW, f"prompt of {len(ids)} tokens leaves no room to generate")
+
+    async def generate(self, **sampling_overrides: Any) -> Turn:
+        """Generate one assistant turn from the whole trajectory so far and append it.
+
+        Raises:
+            StopLoop: max_turns before generating; max_tokens or context_overflow when the turn was cut.
+        """
+        if self.trajectory.num_turns >= self.budgets.max_turns:
+            raise StopLoop(StopReason.MAX_TURNS)
+        room = min(self.budgets.max_total_tokens, self.budgets.max_model_len) - self.builder.num_tokens
+        if room <= 0:
+            raise StopLoop(StopReason.CONTEXT_OVERFLOW)
+        per_turn = sampling_overrides.pop("max_tokens", self.budgets.max_tokens_per_turn)
+        max_tokens = min(per_turn, room)
+        sampling = self.sampling.model_copy(update={"max_tokens": max_tokens, **sampling_overrides})
+        started = time.perf_counter()
+        out = await self.llm.generate(self.trajectory.token_ids, sampling, session_id=self.trajectory.id)
+        self._time("generate_s", started)
+        text = self.builder.add_generation(list(out.token_ids), out.logprobs, out.policy_version)
+        self.trajectory.num_turns += 1
+        if out.finish_reason == "abort":
+            raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")
+        if out.finish_reason == "length":
+            cut_by_budget = max_tokens < per_turn
+            raise StopLoop(StopReason.CONTEXT_OVERFLOW if cut_by_budget else StopReason.MAX_TOKENS)
+        return Turn(text=text, token_ids=list(out.token_ids), finish_reason=out.finish_reason)
+
+    def add_messages(self, messages: list[Message], add_generation_prompt: bool = True) -> None:
+        """Append tool results / user turns / observations as the template's exact token suffix.
+
+        Raises:
+            StopLoop(context_overflow): the messages do not fit in the token budget (nothing is appended).
+        """
+        ids = self.builder.suffix_ids(messages, add_generation_prompt)
+        limit = min(self.budgets.max_total_tokens, self.budgets.max_model_len)
+        if self.builder.num_tokens + len(ids) >= limit:
+            raise StopLoop(StopReason.CONTEXT_OVERFLOW, f"{len(ids)} tokens of new messages exceed the budget")
+        self.builder.append_messages(messages, ids)
+
+    def _time(self, key: str, started: float) -> None:
+        timings = self.trajectory.timings
+        timings[key] = timings.get(key, 0.0) + time.perf_counter() - started

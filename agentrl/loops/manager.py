@@ -1,0 +1,171 @@
+"""RolloutManager: runs many agent loops concurrently and streams their trajectories as they finish.
+
+All trajectories of a call share one queue and one concurrency cap (no static per-worker chunks), so a slow
+trajectory never holds back a batch of fast ones. A failing loop becomes a trajectory with its error and stop
+reason; it never cancels its siblings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from agentrl.config.schema import AgentConfig, RolloutConfig
+from agentrl.loops.base import AgentLoopBase, get_loop_class
+from agentrl.loops.context import AgentContext, Budgets, StopLoop, TokenGenerator
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.types import Sample, StopReason, Trajectory
+
+ContextHook = Callable[[AgentContext], Any]
+
+
+class RolloutManager:
+    """Runs `n` trajectories per sample through their agent loops.
+
+    Args:
+        llm: the rollout client (token ids in, token ids and logprobs out).
+        tokenizer: the policy's tokenizer (chat template included).
+        agent: loop config; a sample's `agent_name` overrides `agent.name`.
+        rollout: sampling, `n`, `max_concurrency`, per-trajectory timeout.
+        setup_context: optional async/sync hook called on each new context (attach tools, sandbox, env).
+        teardown_context: optional hook called when a trajectory ends, even on failure (release resources).
+        show_progress: draw a progress bar.
+    """
+
+    def __init__(
+        self,
+        llm: TokenGenerator,
+        tokenizer: Any,
+        agent: AgentConfig | None = None,
+        rollout: RolloutConfig | None = None,
+        setup_context: ContextHook | None = None,
+        teardown_context: ContextHook | None = None,
+        show_progress: bool = False,
+    ):
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.agent = agent or AgentConfig()
+        self.rollout = rollout or RolloutConfig()
+        self.setup_context = setup_context
+        self.teardown_context = teardown_context
+        self.show_progress = show_progress
+        self._loops: dict[str, AgentLoopBase] = {}
+
+    async def run(self, samples: list[Sample], n: int | None = None) -> list[Trajectory]:
+        """All trajectories, ordered by (sample, sample_index)."""
+        out = [t async for t in self.stream(samples, n)]
+        return sorted(out, key=lambda t: (t.metadata["sample_position"], t.sample_index))
+
+    async def stream(self, samples: list[Sample], n: int | None = None) -> AsyncIterator[Trajectory]:
+        """Yield trajectories in completion order; closing the iterator cancels the unfinished ones."""
+        n = n or self.rollout.n
+        batch = uuid.uuid4().hex[:8]
+        jobs: asyncio.Queue[tuple[int, Sample, int]] = asyncio.Queue()
+        for pos, sample in enumerate(samples):
+            for k in range(n):
+                jobs.put_nowait((pos, sample, k))
+        done: asyncio.Queue[Trajectory] = asyncio.Queue()
+        total = jobs.qsize()
+        workers = [
+            asyncio.create_task(self._worker(jobs, done, batch))
+            for _ in range(min(self.rollout.max_concurrency, total))
+        ]
+        bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit="traj")
+        try:
+            for _ in range(total):
+                traj = await done.get()
+                bar.update(1)
+                yield traj
+        finally:
+            bar.close()
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _worker(self, jobs: asyncio.Queue, done: asyncio.Queue, batch: str) -> None:
+        while not jobs.empty():
+            pos, sample, k = jobs.get_nowait()
+            await done.put(await self.run_one(sample, group_id=f"{batch}-{pos}", sample_index=k, position=pos))
+
+    async def run_one(self, sample: Sample, group_id: str = "", sample_index: int = 0, position: int = 0) -> Trajectory:
+        """Run one trajectory; never raises for loop failures (they are recorded on the trajectory)."""
+        name = sample.agent_name or self.agent.name
+        traj = Trajectory(group_id=group_id, sample_index=sample_index, agent_name=name)
+        traj.metadata.update({"sample_id": sample.id, "sample_position": position, "data_source": sample.data_source})
+        started = time.perf_counter()
+        ctx: AgentContext | None = None
+        try:
+            async with asyncio.timeout(self.rollout.trajectory_timeout_s):
+                loop = self._loop(name)
+                ctx = self._context(sample, traj)
+                if self.setup_context:
+                    await _maybe_await(self.setup_context(ctx))
+                traj = await loop.run(sample, ctx)
+        except StopLoop as stop:
+            traj.stop_reason = stop.reason
+        except TimeoutError:
+            _fail(traj, StopReason.TIMEOUT, f"trajectory exceeded {self.rollout.trajectory_timeout_s}s")
+        except asyncio.CancelledError:
+            _fail(traj, StopReason.ABORTED, "cancelled")
+            raise
+        except Exception as exc:  # one bad loop never kills the batch
+            _fail(traj, _reason_for(exc), f"{type(exc).__name__}: {exc}")
+        finally:
+            await self._teardown(ctx, traj)
+            traj.timings["total_s"] = time.perf_counter() - started
+        if traj.stop_reason is None:
+            traj.stop_reason = StopReason.DONE
+        return traj
+
+    def _loop(self, name: str) -> AgentLoopBase:
+        if name not in self._loops:
+            self._loops[name] = get_loop_class(name)(self.agent)
+        return self._loops[name]
+
+    def _context(self, sample: Sample, traj: Trajectory) -> AgentContext:
+        r = self.rollout
+        sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens)
+        budgets = Budgets(
+            max_turns=self.agent.max_turns,
+            max_tokens_per_turn=r.max_tokens,
+            max_total_tokens=self.agent.max_total_tokens,
+            max_model_len=r.max_model_len,
+        )
+        return AgentContext(
+            sample=sample,
+            trajectory=traj,
+            llm=self.llm,
+            tokenizer=self.tokenizer,
+            sampling=sampling,
+            budgets=budgets,
+            system_prompt=self.agent.system_prompt,
+        )
+
+    async def _teardown(self, ctx: AgentContext | None, traj: Trajectory) -> None:
+        if ctx is None or self.teardown_context is None:
+            return
+        try:
+            await _maybe_await(self.teardown_context(ctx))
+        except Exception as exc:
+            traj.metadata["teardown_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _fail(traj: Trajectory, reason: StopReason, message: str) -> None:
+    traj.stop_reason = reason
+    traj.error = message
+
+
+def _reason_for(exc: Exception) -> StopReason:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return StopReason.SANDBOX_ERROR if "SandboxError" in names else StopReason.ERROR
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value):
+        return await value
+    return value

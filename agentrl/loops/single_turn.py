@@ -1,0 +1,17 @@
+"""One prompt, one answer."""
+
+from __future__ import annotations
+
+from agentrl.loops.base import AgentLoopBase
+from agentrl.loops.context import AgentContext
+from agentrl.types import Sample, StopReason, Trajectory
+
+
+class SingleTurnAgentLoop(AgentLoopBase):
+    """Generates one assistant turn for the prompt."""
+
+    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+        ctx.start(sample.prompt)
+        await ctx.generate()
+        ctx.trajectory.stop_reason = StopReason.DONE
+        return ctx.trajectory
