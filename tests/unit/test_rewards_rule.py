@@ -1,0 +1,74 @@
+import pytest
+
+from agentrl.config import RewardConfig
+from agentrl.errors import AgentRLError
+from agentrl.rewards.pipeline import RewardPipeline
+from agentrl.rewards.rule import RULES, normalize
+from agentrl.types import Message, Sample, Trajectory
+
+
+def traj(answer):
+    return Trajectory(
+        messages=[
+            Message(role="user", content="q"),
+            Message(role="assistant", content="thinking"),
+            Message(role="tool", content="apple"),  # tool output never counts as the answer
+            Message(role="assistant", content=answer),
+        ]
+    )
+
+
+def sample(gt):
+    return Sample(prompt=[Message(role="user", content="q")], ground_truth=gt)
+
+
+def test_normalize():
+    assert normalize("  Apple!  ") == "apple"
+    assert normalize("A  b,\nC") == "a b c"
+
+
+@pytest.mark.parametrize(
+    ("answer", "exact", "normalized"),
+    [("apple", 1.0, 1.0), ("Apple.", 0.0, 1.0), ("apples", 0.0, 0.0), ("the apple", 0.0, 0.0)],
+)
+def test_match_rules(answer, exact, normalized):
+    pipe = RewardPipeline(
+        RewardConfig(components=[{"name": "e", "type": "exact_match"}, {"name": "n", "type": "normalized_match"}])
+    )
+    t = traj(answer)
+    pipe.score(t, sample("apple"))
+    assert t.reward_components == {"e": exact, "n": normalized}
+    assert t.reward == exact + normalized
+
+
+def test_weighted_sum_and_details():
+    pipe = RewardPipeline(
+        RewardConfig(
+            components=[
+                {"name": "n", "type": "normalized_match", "weight": 0.7},
+                {"name": "fmt", "type": "regex", "weight": 0.3, "pattern": "^[a-z]+$"},
+            ]
+        )
+    )
+    t = traj("Apple")
+    assert pipe.score(t, sample("apple")) == pytest.approx(0.7)
+    assert t.reward_details["n"]["answer"] == "Apple"
+
+
+def test_failures_zero_or_skip(monkeypatch):
+    def broken(inp):
+        raise RuntimeError("judge down")
+
+    monkeypatch.setitem(RULES, "broken", broken)
+    comps = [{"name": "n", "type": "normalized_match", "weight": 0.5}, {"name": "b", "type": "broken", "weight": 0.5}]
+    t = traj("apple")
+    assert RewardPipeline(RewardConfig(components=comps, on_failure="zero")).score(t, sample("apple")) == 0.5
+    assert "judge down" in t.reward_details["b"]["error"]
+    t = traj("apple")
+    assert RewardPipeline(RewardConfig(components=comps, on_failure="skip")).score(t, sample("apple")) == 1.0
+    assert "b" not in t.reward_components
+
+
+def test_unknown_type_lists_known():
+    with pytest.raises(AgentRLError, match="known types: exact_match, normalized_match, regex"):
+        RewardPipeline(RewardConfig(components=[{"type": "nope"}]))
