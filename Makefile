@@ -1,0 +1,29 @@
+# Common entry points. `make setup` is idempotent; the second run takes a few seconds.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+
+export HF_HUB_OFFLINE := 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: setup test unit quickstart lint venv
+
+setup:
+	bash scripts/setup.sh
+
+# Only the Python environment: enough for the unit tests (no Docker engine, image or model needed).
+venv:
+	bash scripts/setup.sh --venv-only
+
+test: setup
+	$(PY) -m pytest tests/unit tests/integration -q
+
+unit: venv
+	$(PY) -m pytest tests/unit -q
+
+quickstart: setup
+	$(VENV)/bin/agentrl rollout recipe=quickstart
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .

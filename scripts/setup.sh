@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Idempotent setup: venv, Docker engine, sandbox base image, default model.
+# Every step is skipped quickly when already done; a second run takes a few seconds.
+# Usage: scripts/setup.sh [--venv-only]
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO_ROOT="$(pwd)"
+VENV="$REPO_ROOT/.venv"
+STAMP="$VENV/.agentrl-install-stamp"
+DOCKERD_LOG=/var/log/agentrl-dockerd.log
+export HF_HUB_OFFLINE=1
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+export DEBIAN_FRONTEND=noninteractive
+
+step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+info() { printf '    %s\n' "$*"; }
+die() { printf '\033[31merror:\033[0m %s\n' "$*" >&2; exit 1; }
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+as_root() { $SUDO "$@"; }
+
+# --- a. Python environment ------------------------------------------------------------------------
+setup_venv() {
+  step "Python environment (.venv)"
+  if [ ! -x "$VENV/bin/python" ]; then
+    command -v python3.11 >/dev/null || die "python3.11 not found: install Python 3.11 and retry"
+    info "creating .venv with $(command -v python3.11)"
+    python3.11 -m venv "$VENV"
+  fi
+  local want have=""
+  want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+  [ -f "$STAMP" ] && have="$(cat "$STAMP")"
+  if [ "$want" = "$have" ]; then
+    info "up to date (pyproject.toml unchanged since last install)"
+    return
+  fi
+  info "pip install -e '.[dev]' (torch comes from the local wheel via the pip config's find-links)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+  echo "$want" >"$STAMP"
+  info "installed"
+}
+
+# --- b. Docker engine -----------------------------------------------------------------------------
+docker_answers() { timeout 10 docker info >/dev/null 2>&1; }
+
+install_docker() {
+  command -v dockerd >/dev/null && command -v debootstrap >/dev/null && return
+  info "installing docker.io and debootstrap with apt-get"
+  as_root apt-get install -y -q docker.io debootstrap >/dev/null ||
+    { as_root apt-get update -q >/dev/null && as_root apt-get install -y -q docker.io debootstrap >/dev/null; } ||
+    die "apt-get install docker.io debootstrap failed"
+}
+
+# Start dockerd with the given flags; return 0 once `docker info` works, 1 if it dies or times out.
+try_dockerd() {
+  local wait_s="$1"
+  shift
+  local pidfile=/var/run/docker.pid
+  if [ -f "$pidfile" ] && ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    as_root rm -f "$pidfile"  # stale pid file from an earlier run blocks a new daemon
+  fi
+  info "starting dockerd $* (log: $DOCKERD_LOG)"
+  echo "=== $(date -Is) dockerd $*" | as_root tee -a "$DOCKERD_LOG" >/dev/null
+  # setsid: its own session, so a later Ctrl-C in this terminal does not reach the daemon.
+  $SUDO setsid sh -c 'exec nohup dockerd "$@" >>'"$DOCKERD_LOG"' 2>&1 </dev/null' dockerd "$@" &
+  local pid=$! i
+  for ((i = 0; i < wait_s; i++)); do
+    docker_answers && return 0
+    kill -0 "$pid" 2>/dev/null || { info "dockerd exited; see $DOCKERD_LOG"; return 1; }
+    sleep 1
+  done
+  info "dockerd did not answer within ${wait_s}s; stopping it"
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  return 1
+}
+
+setup_docker() {
+  step "Docker engine"
+  if docker_answers; then
+    info "engine answers ($(docker info --format '{{.ServerVersion}}, storage {{.Driver}}' 2>/dev/null))"
+    return
+  fi
+  install_docker
+  # Default flags work on the dev machine (overlay2 on ext4, nf_tables iptables). Fallbacks, in order:
+  # no iptables/bridge (sandboxes use network_mode=none anyway), then also the slow but universal vfs driver.
+  try_dockerd 30 ||
+    try_dockerd 15 --iptables=false --bridge=none ||
+    try_dockerd 15 --iptables=false --bridge=none --storage-driver=vfs ||
+    die "could not start dockerd: see $DOCKERD_LOG"
+  info "engine answers ($(docker info --format '{{.ServerVersion}}, storage {{.Driver}}' 2>/dev/null))"
+}
+
+# --- c. Sandbox base image ------------------------------------------------------------------------
+setup_image() {
+  step "Sandbox base image"
+  "$VENV/bin/python" -m agentrl.sandbox.images
+}
+
+# --- d. Default model -----------------------------------------------------------------------------
+setup_model() {
+  step "Default model"
+  if [ -f agentrl/models.py ]; then
+    "$VENV/bin/python" -m agentrl.models prepare
+  else
+    info "agentrl/models.py not there yet: skipped"
+  fi
+}
+
+setup_venv
+if [ "${1:-}" = "--venv-only" ]; then
+  exit 0
+fi
+setup_docker
+setup_image
+setup_model
+step "Setup done"
