@@ -1,0 +1,291 @@
+"""Token-in/token-out async client for rollout servers (our `hf` server, vLLM, SGLang's OpenAI API).
+
+`generate()` sends prompt token ids to `/v1/completions` with `return_token_ids` and `logprobs=1` and takes
+the generated token ids from the response: generated text is never re-tokenized. Every request goes through a
+`Router` (least in-flight, sticky sessions); connection errors, timeouts and 5xx answers are retried with
+exponential backoff, on another replica when one is live; 4xx answers are raised at once.
+
+The transport is aiohttp rather than httpx: httpcore's pool does O(connections^2) work per request, which made
+300 concurrent requests take ~30x longer than aiohttp's in a side-by-side run on this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+
+from agentrl.rollout.errors import (
+    NoHealthyReplicaError,
+    ProtocolError,
+    RetryableError,
+    ServerRequestError,
+    error_message,
+)
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.rollout.router import Router
+
+_DEAD_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+"""Transport errors meaning nobody listens: the replica is marked dead."""
+
+
+@dataclass(slots=True)
+class TokenOutput:
+    """One generated completion, as tokens.
+
+    Attributes:
+        token_ids: Generated token ids, exactly as the server returned them.
+        logprobs: Log-probability of each generated token under the sampling policy (same length).
+        finish_reason: `stop`, `length` or `abort` (as the server says).
+        policy_version: Version of the weights that generated the tokens, if known.
+        prompt_token_ids: The prompt as the server saw it, when it echoes it.
+        replica: Base URL of the replica that answered.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str | None
+    policy_version: int | None
+    prompt_token_ids: list[int] | None = None
+    replica: str = ""
+
+
+class LLMClient:
+    """Async client over one or more rollout server replicas.
+
+    Args:
+        servers: A `Router`, or replica base URLs (`http://host:port`), or one URL.
+        model: Model name sent in requests; empty sends none (vLLM then uses its served model).
+        timeout: Seconds one request may take (generation included).
+        connect_timeout: Seconds to open a connection.
+        max_retries: Retries after the first attempt, for connection errors, timeouts and 5xx.
+        backoff_base: First backoff delay in seconds; doubles each retry, with jitter.
+        backoff_max: Cap of one backoff delay.
+        max_connections: Most open connections (0: no limit); keep it above the expected concurrency.
+        health_interval: Seconds between health probes of dead replicas (when the client builds the router).
+        health_timeout: Seconds one `GET /health` probe may take.
+    """
+
+    def __init__(
+        self,
+        servers: Router | Sequence[str] | str,
+        *,
+        model: str = "",
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        max_retries: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        max_connections: int = 8192,
+        health_interval: float = 5.0,
+        health_timeout: float = 2.0,
+    ) -> None:
+        if isinstance(servers, Router):
+            self.router, self._owns_router = servers, False
+        else:
+            urls = [servers] if isinstance(servers, str) else list(servers)
+            self.router, self._owns_router = Router(urls, health_interval=health_interval), True
+        if self.router.probe is None:
+            self.router.probe = self._probe
+        self.model = model
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.health_timeout = health_timeout
+        self.max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
+        self._http: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __aenter__(self) -> Self:
+        self.router.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the connection pool, and stops the health loop of a router this client built."""
+        if self._owns_router:
+            await self.router.stop()
+        http, self._http = self._http, None
+        if http is not None and not http.closed:
+            await http.close()
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams | None = None, session_id: str | None = None
+    ) -> TokenOutput:
+        """Generates one completion from prompt token ids.
+
+        Args:
+            prompt_ids: The full prompt as token ids (chat template already applied).
+            sampling: Sampling parameters; defaults to `SamplingParams()`.
+            session_id: Sticky routing key (e.g. the trajectory id), for prefix-cache hits.
+
+        Returns:
+            The generated token ids and their logprobs, exactly as the server returned them.
+
+        Raises:
+            ServerRequestError: The server rejected the request (4xx), or kept failing with 5xx.
+            ServerUnavailableError: No replica answered after every retry.
+            ProtocolError: The server does not return token ids or logprobs.
+        """
+        body = completion_body(prompt_ids, sampling or SamplingParams(), self.model)
+        url, data = await self._post("/v1/completions", body, session_id)
+        return self._parse_completion(url, data)
+
+    async def chat(self, messages: Sequence[dict[str, Any]], session_id: str | None = None, **sampling: Any) -> str:
+        """Convenience text chat through `/v1/chat/completions` (for tools and judges, not for training).
+
+        Args:
+            messages: OpenAI-shaped messages.
+            session_id: Sticky routing key.
+            **sampling: Extra request fields (`temperature`, `max_tokens`, `seed`, ...).
+
+        Returns:
+            The assistant message content.
+        """
+        body: dict[str, Any] = {"messages": list(messages), **sampling}
+        if self.model:
+            body.setdefault("model", self.model)
+        url, data = await self._post("/v1/chat/completions", body, session_id)
+        try:
+            return data["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError) as e:
+            raise ProtocolError(f"rollout server {url} sent a malformed chat completion: {data!r:.300}") from e
+
+    # ---- transport --------------------------------------------------------------------------------------
+
+    async def _post(self, path: str, body: dict[str, Any], session_id: str | None) -> tuple[str, Any]:
+        self.router.start()
+        tried: set[str] = set()
+        last: RetryableError | None = None
+        for attempt in range(self.max_retries + 1):
+            url = await self._acquire(session_id, tried)
+            if url is None:
+                await self._backoff(attempt)
+                continue
+            try:
+                return url, await self._attempt(url, path, body)
+            except RetryableError as e:
+                last = e
+            finally:
+                self.router.release(url)
+            tried.add(url)
+            if not (last.switch_fast and (attempt == 0 or set(self.router.healthy) - tried)):
+                await self._backoff(attempt)
+        last = last or RetryableError(str(self.router.replicas), "no live replica")
+        raise last.final_error(self.max_retries, self.router.replicas)
+
+    async def _acquire(self, session_id: str | None, tried: set[str]) -> str | None:
+        """A replica for the next attempt; when none is live, probes the dead ones first. None if none."""
+        for _ in range(2):
+            try:
+                return self.router.acquire(session_id, avoid=tried)
+            except NoHealthyReplicaError:
+                if not await self.router.check_health():
+                    return None
+        return None
+
+    def _session(self) -> aiohttp.ClientSession:
+        """The connection pool, made on first use inside the running event loop (and per loop)."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http.closed or self._loop is not loop:
+            self._loop = loop
+            # idle connections close before uvicorn's (and vLLM's) 5 s keep-alive does, to avoid reuse races
+            connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=4.0)
+            self._http = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        return self._http
+
+    async def _attempt(self, url: str, path: str, body: dict[str, Any]) -> Any:
+        try:
+            async with self._session().post(url + path, json=body) as response:
+                status, raw, reason = response.status, await response.read(), response.reason or ""
+        except _DEAD_ERRORS as e:
+            self.router.mark_dead(url)
+            raise RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True) from e
+        except TimeoutError as e:
+            raise RetryableError(url, f"timed out ({type(e).__name__})") from e
+        except aiohttp.ClientError as e:  # connection dropped mid-request (e.g. the server died)
+            raise RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True) from e
+        if status >= 400:
+            message = error_message(raw.decode(errors="replace"), reason)
+            if status >= 500:
+                raise RetryableError(url, message, status=status)
+            raise ServerRequestError(url, status, message)
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise ProtocolError(f"rollout server {url} answered with invalid JSON: {raw[:300]!r}") from e
+
+    async def _backoff(self, attempt: int) -> None:
+        if attempt >= self.max_retries:
+            return
+        delay = min(self.backoff_max, self.backoff_base * 2**attempt)
+        await asyncio.sleep(delay * (0.5 + random.random() / 2))
+
+    async def _probe(self, url: str) -> bool:
+        timeout = aiohttp.ClientTimeout(total=self.health_timeout)
+        try:
+            async with self._session().get(url + "/health", timeout=timeout) as response:
+                return response.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    def _parse_completion(self, url: str, data: Any) -> TokenOutput:
+        try:
+            choice = data["choices"][0]
+        except (KeyError, IndexError, TypeError) as e:
+            raise ProtocolError(f"rollout server {url} sent a malformed completion: {data!r:.300}") from e
+        token_ids = choice.get("token_ids")
+        if token_ids is None:
+            raise ProtocolError(
+                f"rollout server {url} returned no token ids; the server must support `return_token_ids` "
+                "(vLLM >= 0.10.2, or agentrl's `hf` server)"
+            )
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+        if logprobs is None or len(logprobs) != len(token_ids):
+            got = "none" if logprobs is None else f"{len(logprobs)}"
+            raise ProtocolError(
+                f"rollout server {url} returned {got} logprobs for {len(token_ids)} tokens; "
+                "it must support `logprobs: 1` on /v1/completions"
+            )
+        version = data.get("policy_version")
+        return TokenOutput(
+            token_ids=token_ids,
+            logprobs=logprobs,
+            finish_reason=choice.get("finish_reason"),
+            policy_version=version if version is not None else self.router.policy_version(url),
+            prompt_token_ids=choice.get("prompt_token_ids"),
+            replica=url,
+        )
+
+
+def completion_body(prompt_ids: list[int], sampling: SamplingParams, model: str = "") -> dict[str, Any]:
+    """The `/v1/completions` request body for a token-in/token-out call (vLLM field names)."""
+    body: dict[str, Any] = {
+        "prompt": prompt_ids,
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "logprobs": 1,
+        "return_token_ids": True,
+    }
+    if model:
+        body["model"] = model
+    if sampling.stop:
+        body["stop"] = sampling.stop
+    if sampling.stop_token_ids:
+        body["stop_token_ids"] = sampling.stop_token_ids
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    return body
