@@ -1,0 +1,78 @@
+"""`agentrl rollout`: run a recipe's agent loop over its data against real rollout servers and save the results.
+
+Writes `<output_dir>/trajectories.jsonl` (one `Trajectory` per line, in completion order) and
+`<output_dir>/summary.json`, and prints a short summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+from agentrl.config.schema import AgentRLConfig
+from agentrl.data import load_datasets
+from agentrl.errors import AgentRLError
+from agentrl.loops.manager import RolloutManager
+from agentrl.rewards.pipeline import RewardPipeline
+from agentrl.rollout.serve import rollout_servers
+from agentrl.types import Sample, Trajectory
+
+
+def output_dir(cfg: AgentRLConfig, kind: str) -> Path:
+    """The run directory: `output_dir` if set, else runs/<recipe>-<kind>-<timestamp>."""
+    path = Path(cfg.output_dir or f"runs/{cfg.recipe or 'run'}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def rollout_samples(cfg: AgentRLConfig) -> list[Sample]:
+    files = cfg.data.eval_files or cfg.data.train_files
+    if not files:
+        raise AgentRLError("no data to roll out: set data.eval_files or data.train_files (JSONL or Parquet)")
+    return load_datasets(files)
+
+
+def run_rollout(cfg: AgentRLConfig) -> Path:
+    """Roll out every held-out (else training) sample `rollout.n` times; returns the run directory."""
+    return asyncio.run(_rollout(cfg))
+
+
+async def _rollout(cfg: AgentRLConfig) -> Path:
+    from agentrl.models import load_tokenizer, resolve_model
+    from agentrl.rollout.client import LLMClient
+
+    samples = rollout_samples(cfg)
+    out = output_dir(cfg, "rollout")
+    model_path = resolve_model(cfg.model)
+    tokenizer = load_tokenizer(model_path)
+    rewards = RewardPipeline(cfg.reward)
+    trajectories: list[Trajectory] = []
+    started = time.perf_counter()
+    async with rollout_servers(cfg, model_path) as urls, LLMClient(urls, timeout=cfg.rollout.request_timeout_s) as llm:
+        manager = RolloutManager(llm, tokenizer, cfg.agent, cfg.rollout, show_progress=True)
+        with (out / "trajectories.jsonl").open("w") as f:
+            async for traj in manager.stream(samples):
+                rewards.score(traj, samples[traj.metadata["sample_position"]])
+                f.write(traj.to_json() + "\n")
+                trajectories.append(traj)
+    summary = summarize(trajectories, time.perf_counter() - started)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary))
+    print(f"trajectories written to {out / 'trajectories.jsonl'}")
+    return out
+
+
+def summarize(trajectories: list[Trajectory], wall_s: float) -> dict[str, object]:
+    """Counts, mean reward, stop reasons and throughput of a rollout."""
+    n = len(trajectories) or 1
+    return {
+        "trajectories": len(trajectories),
+        "mean_reward": sum(t.reward or 0.0 for t in trajectories) / n,
+        "stop_reasons": dict(Counter(str(t.stop_reason) for t in trajectories)),
+        "mean_turns": sum(t.num_turns for t in trajectories) / n,
+        "generated_tokens": sum(t.num_generated_tokens for t in trajectories),
+        "wall_s": round(wall_s, 2),
+    }
