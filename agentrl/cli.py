@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `agentrl` command."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if os.getcwd() not in sys.path:  # dotted paths of user loops/tools resolve from the working directory
+        sys.path.insert(0, os.getcwd())
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

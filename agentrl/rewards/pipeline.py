@@ -36,7 +36,13 @@ class RewardPipeline:
         self.components = [_component(spec, i) for i, spec in enumerate(config.components)]
 
     def score(self, trajectory: Trajectory, sample: Sample) -> float:
-        """Set `reward`, `reward_components` and `reward_details` on the trajectory; return the reward."""
+        """Set `reward`, `reward_components` and `reward_details` on the trajectory; return the reward.
+
+        With no components configured, a reward the agent loop set itself is kept (0.0 when it set none).
+        """
+        if not self.components:
+            trajectory.reward = trajectory.reward or 0.0
+            return trajectory.reward
         inp = RewardInput(trajectory=trajectory, sample=sample, answer=final_answer(trajectory))
         total = used_weight = 0.0
         for comp in self.components:

@@ -38,3 +38,28 @@ def sandbox_base_image(docker_client) -> str:
     if not image_exists(BASE_IMAGE):
         _unavailable(f"image {BASE_IMAGE} is missing: run `agentrl sandbox build` or scripts/setup.sh")
     return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def default_model_path() -> str:
+    """The prepared default model folder (prepared here if needed)."""
+    from agentrl.models import resolve_model
+
+    return resolve_model("default")
+
+
+@pytest.fixture(scope="session")
+def default_tokenizer(default_model_path):
+    from agentrl.models import load_tokenizer
+
+    return load_tokenizer(default_model_path)
+
+
+@pytest.fixture(scope="session")
+def hf_server_url(default_model_path):
+    """One real `hf` rollout server with the default model, shared by the session's tests."""
+    from agentrl.rollout.servers.hf.launch import launch_hf_server
+
+    handle = launch_hf_server(default_model_path, max_model_len=2048)
+    yield handle.url
+    handle.stop()

@@ -1,0 +1,30 @@
+"""A custom agent loop: guess the number, with feedback turns. Run it against the real model:
+
+agentrl rollout data.eval_files=[examples/guess_number.jsonl] agent.name=examples.custom_loop:GuessNumberLoop
+"""
+
+import re
+
+from agentrl.loops.base import AgentLoopBase, register_loop
+from agentrl.types import Message, StopReason
+
+
+@register_loop("guess_number")
+class GuessNumberLoop(AgentLoopBase):
+    """The model guesses a secret number (the row's ground_truth); each wrong guess gets "higher"/"lower"."""
+
+    async def run(self, sample, ctx):
+        secret = int(sample.ground_truth)
+        ctx.start(sample.prompt)
+        while True:  # ctx.generate() ends the trajectory at max_turns or a token budget
+            turn = await ctx.generate()
+            match = re.search(r"-?\d+", turn.text)
+            if match is None:
+                feedback = "Answer with a single number."
+            elif int(match.group()) == secret:
+                ctx.trajectory.reward = 1.0 / ctx.trajectory.num_turns
+                ctx.trajectory.stop_reason = StopReason.DONE
+                return ctx.trajectory
+            else:
+                feedback = "Higher." if int(match.group()) < secret else "Lower."
+            ctx.add_messages([Message(role="user", content=feedback)])
