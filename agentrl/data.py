@@ -69,9 +69,7 @@ def _to_sample(row: Any, path: Path, index: int) -> Sample:
     try:
         return Sample.model_validate(_normalize(row, where))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field {'.'.join(map(str, e['loc'])) or '(row)'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(f"field {'.'.join(map(str, e['loc'])) or '(row)'}: {e['msg']}" for e in exc.errors())
         raise DatasetError(f"{where}: {problems}") from None
 
 

@@ -57,9 +57,7 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """Turn `a.b=c x.y=[1,2]` into a nested dict, with YAML typing of values."""
     bad = [o for o in overrides if "=" not in o or not o.split("=", 1)[0].strip()]
     if bad:
-        raise ConfigError(
-            [f"override {o!r} is not of the form key=value (e.g. trainer.steps=20)" for o in bad]
-        )
+        raise ConfigError([f"override {o!r} is not of the form key=value (e.g. trainer.steps=20)" for o in bad])
     try:
         return OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)), resolve=False)  # type: ignore[return-value]
     except OmegaConfBaseException as exc:

@@ -21,9 +21,7 @@ class DataConfig(_Section):
 
 class RolloutConfig(_Section):
     backend: Literal["hf", "vllm", "sglang"] = Field("hf", description="rollout server kind")
-    urls: list[str] = Field(
-        default_factory=list, description="connect to running servers instead of starting"
-    )
+    urls: list[str] = Field(default_factory=list, description="connect to running servers instead of starting")
     num_replicas: int = Field(1, ge=1, description="servers to start when urls is empty")
     n: int = Field(4, ge=1, description="samples per prompt (the GRPO group size)")
     max_concurrency: int = Field(64, ge=1, description="trajectories in flight at once")

@@ -62,6 +62,7 @@ class CompletionChoice(BaseModel):
     prompt_token_ids: list[int] | None = None
     logprobs: CompletionLogprobs | None = None
     finish_reason: FinishReason | None
+    stop_reason: int | str | None = Field(None, description="the stop token id or stop string that ended it")
 
 
 class Usage(BaseModel):

@@ -39,9 +39,7 @@ def trajectory_to_tensors(traj: Trajectory) -> TrajectoryTensors:
     """
     first = next((i for i, s in enumerate(traj.segments) if s.trainable), None)
     if first is None:
-        raise ValueError(
-            f"trajectory {traj.id} has no trainable segment; filter such trajectories out before batching"
-        )
+        raise ValueError(f"trajectory {traj.id} has no trainable segment; filter such trajectories out before batching")
     prompt = [t for s in traj.segments[:first] for t in s.token_ids]
     response: list[int] = []
     mask: list[int] = []

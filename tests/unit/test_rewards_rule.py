@@ -72,3 +72,9 @@ def test_failures_zero_or_skip(monkeypatch):
 def test_unknown_type_lists_known():
     with pytest.raises(AgentRLError, match="known types: exact_match, normalized_match, regex"):
         RewardPipeline(RewardConfig(components=[{"type": "nope"}]))
+
+
+def test_loop_reward_kept_without_components():
+    t = traj("x")
+    t.reward = 0.25
+    assert RewardPipeline(RewardConfig()).score(t, sample("y")) == 0.25
