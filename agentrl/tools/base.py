@@ -108,7 +108,7 @@ class Tool(ABC):
 
     name: str = ""
     description: str = ""
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}  # noqa: RUF012 - read-only default
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
     timeout_s: float | None = None
     """Per-call timeout of this tool; None uses the `ToolSet` default."""
     config_model: ClassVar[type[BaseModel] | None] = None

@@ -60,9 +60,7 @@ def test_parquet(tmp_path):
 
 
 def test_bad_row_names_file_row_and_field(tmp_path):
-    f = write_jsonl(
-        tmp_path / "bad.jsonl", [{"prompt": "ok"}, {"prompt": [{"role": "robot", "content": "x"}]}]
-    )
+    f = write_jsonl(tmp_path / "bad.jsonl", [{"prompt": "ok"}, {"prompt": [{"role": "robot", "content": "x"}]}])
     with pytest.raises(DatasetError) as info:
         load_samples(f)
     msg = str(info.value)
