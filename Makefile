@@ -16,6 +16,7 @@ venv:
 	bash scripts/setup.sh --venv-only
 
 test: setup
+	bash scripts/install_vllm.sh
 	$(PY) -m pytest tests/unit tests/integration -q
 
 unit: venv

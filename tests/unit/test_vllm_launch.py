@@ -1,0 +1,195 @@
+"""vLLM launch command and environment, weight-update checks and call sequence, and the generic server
+subprocess helper (with a tiny stdlib HTTP server standing in for an engine). No vLLM needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentrl.rollout.servers import vllm
+from agentrl.rollout.servers.process import ServerProcess, ServerStartError, free_port
+from agentrl.rollout.servers.vllm import (
+    VLLMConfig,
+    VLLMNotInstalledError,
+    VLLMServer,
+    as_weights_folder,
+    build_command,
+    build_env,
+    check_tensors,
+    folder_tensors,
+    save_state_dict,
+    vllm_python,
+)
+
+torch = pytest.importorskip("torch")
+
+HEALTH_SERVER = """
+import http.server, subprocess, sys
+child = subprocess.Popen(["sleep", "300"])
+open(sys.argv[2], "w").write(str(child.pid))
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+print("engine ready", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def test_command_has_the_cpu_friendly_defaults():
+    cmd = build_command("/venv/bin/python", "/models/m", 8011, "127.0.0.1", VLLMConfig(max_model_len=256))
+    assert cmd[:3] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    flags = " ".join(cmd[3:])
+    assert "--model /models/m --host 127.0.0.1 --port 8011 --dtype float32 --max-model-len 256" in flags
+    assert cmd[-1] == "-O0"  # no torch.compile: minutes faster to start on CPU
+
+
+def test_command_with_compile_and_extra_flags():
+    cfg = VLLMConfig(compile=True, max_num_seqs=8, extra_args=["--served-model-name", "policy"])
+    cmd = build_command("py", "m", 1, "h", cfg)
+    assert "-O0" not in cmd
+    assert cmd[-4:] == ["--max-num-seqs", "8", "--served-model-name", "policy"]
+
+
+def test_env_enables_dev_endpoints_and_lets_the_caller_win(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")
+    env = build_env(VLLMConfig(kv_cache_gib=1, env={"VLLM_CPU_OMP_THREADS_BIND": "0", "HF_HUB_OFFLINE": "0"}))
+    assert env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "3"  # the caller's environment wins over our default
+    assert env["HF_HUB_OFFLINE"] == env["VLLM_CPU_OMP_THREADS_BIND"] == "0"  # and config.env wins over all
+
+
+def test_vllm_python_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("AGENTRL_VLLM_PYTHON", str(tmp_path / "nope" / "python"))
+    with pytest.raises(VLLMNotInstalledError, match=r"scripts/install_vllm\.sh"):
+        vllm_python()
+    monkeypatch.setenv("AGENTRL_VLLM_PYTHON", sys.executable)
+    assert vllm_python() == sys.executable
+
+
+def test_launch_rejects_unknown_options():
+    with pytest.raises(TypeError, match="unknown VLLMConfig field 'max_len'"):
+        VLLMServer.launch("/nonexistent", max_len=5)
+
+
+def test_save_state_dict_drops_a_tied_head_and_reads_back_shapes(tmp_path: Path):
+    embed = torch.zeros(6, 4)
+    save_state_dict(
+        {"embed.weight": embed, "lm_head.weight": embed, "norm.weight": torch.ones(4)}, tmp_path / "a.safetensors"
+    )
+    assert folder_tensors(tmp_path) == {"embed.weight": [6, 4], "norm.weight": [4]}
+
+
+def test_untied_head_is_kept_unless_the_model_ties_it(tmp_path: Path):
+    state = {"embed.weight": torch.zeros(6, 4), "lm_head.weight": torch.ones(6, 4)}
+    as_weights_folder(state, tmp_path, tied_head=None)
+    assert set(folder_tensors(tmp_path)) == {"embed.weight", "lm_head.weight"}
+    as_weights_folder(state, tmp_path, tied_head=True)
+    assert set(folder_tensors(tmp_path)) == {"embed.weight"}
+
+
+def test_weights_folder_from_a_file_or_a_folder(tmp_path: Path):
+    (tmp_path / "src").mkdir()
+    file = tmp_path / "src" / "step7.safetensors"
+    save_state_dict({"w": torch.ones(2)}, file)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    assert as_weights_folder(file, scratch) == scratch and folder_tensors(scratch) == {"w": [2]}
+    assert as_weights_folder(tmp_path / "src", scratch) == tmp_path / "src"
+    with pytest.raises(ValueError, match="neither a folder"):
+        as_weights_folder(tmp_path / "missing.bin", scratch)
+    with pytest.raises(ValueError, match="no .safetensors file"):
+        folder_tensors(scratch / "..")
+
+
+def test_check_tensors_lists_every_problem():
+    expected = {"a": [2, 2], "b": [3], "c": [1]}
+    check_tensors(expected, {"a": [2, 2], "b": [3], "c": [1]})
+    with pytest.raises(ValueError, match=r"missing: \['c'\]; unexpected: \['z'\]; wrong shape: \['b'\]"):
+        check_tensors(expected, {"a": [2, 2], "b": [4], "z": [1]})
+
+
+def _mock_client(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Any]]) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        if request.url.path == "/collective_rpc":
+            assert os.path.isfile(Path(body["kwargs"]["weights_path"]) / "model.safetensors")
+        calls.append((f"{request.url.path}{'?' + request.url.query.decode() if request.url.query else ''}", body))
+        return httpx.Response(200, json={"results": [None]})
+
+    real = httpx.Client
+    monkeypatch.setattr(vllm.httpx, "Client", lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
+
+
+def test_update_weights_pauses_reloads_resets_cache_and_resumes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    save_state_dict({"w": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
+    calls: list[tuple[str, Any]] = []
+    _mock_client(monkeypatch, calls)
+    server = VLLMServer("http://vllm.test:8000", model_path=str(tmp_path))
+    server.update_weights({"w": torch.ones(2, 3)}, version=5, in_flight="abort")
+    assert [path for path, _ in calls] == ["/pause?mode=abort", "/collective_rpc", "/reset_prefix_cache", "/resume"]
+    assert calls[1][1]["method"] == "reload_weights"
+    assert server.policy_version == 5
+
+
+def test_mismatched_weights_never_reach_the_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    save_state_dict({"w": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
+    calls: list[tuple[str, Any]] = []
+    _mock_client(monkeypatch, calls)
+    server = VLLMServer("http://vllm.test:8000", model_path=str(tmp_path))
+    with pytest.raises(ValueError, match="wrong shape"):
+        server.update_weights({"w": torch.ones(3, 2)}, version=1)
+    assert calls == [] and server.policy_version == 0
+
+
+def test_server_process_waits_for_health_and_stops_its_whole_group(tmp_path: Path):
+    port, pid_file = free_port(), tmp_path / "child.pid"
+    cmd = [sys.executable, "-c", HEALTH_SERVER, str(port), str(pid_file)]
+    with ServerProcess(cmd, log_path=tmp_path / "server.log", name="fake-engine") as proc:
+        proc.wait_healthy(f"http://127.0.0.1:{port}", timeout=30)
+        assert proc.running
+        child = int(pid_file.read_text())
+    assert not proc.running
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "a child of the server outlived stop()"
+    assert "engine ready" in proc.log_tail()
+
+
+def test_server_that_dies_raises_with_its_log_tail(tmp_path: Path):
+    cmd = [sys.executable, "-c", "import sys; print('CUDA out of memory: fake'); sys.exit(3)"]
+    proc = ServerProcess(cmd, log_path=tmp_path / "server.log", name="fake-engine")
+    proc.start()
+    with pytest.raises(ServerStartError, match=r"(?s)exited with status 3.*CUDA out of memory: fake"):
+        proc.wait_healthy(f"http://127.0.0.1:{free_port()}", timeout=30)
+
+
+def test_server_that_never_answers_times_out_and_is_stopped():
+    cmd = [sys.executable, "-c", "import time; print('still loading', flush=True); time.sleep(60)"]
+    proc = ServerProcess(cmd, name="fake-engine")  # its own temporary log
+    proc.start()
+    with pytest.raises(ServerStartError, match=r"(?s)within 2 s.*still loading"):
+        proc.wait_healthy(f"http://127.0.0.1:{free_port()}", timeout=2.0)
+    assert not proc.running
+    assert not proc.log_path.exists(), "stop() leaves no temporary log behind"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
