@@ -1,0 +1,61 @@
+"""`python -m agentrl.rollout.servers.hf --model PATH --port P`: run the `hf` rollout server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m agentrl.rollout.servers.hf", description=__doc__)
+    parser.add_argument("--model", required=True, help="HF model folder, or a name agentrl.models resolves")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-batch-size", type=int, default=64)
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--max-prefill-tokens", type=int, default=16384)
+    parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
+    parser.add_argument("--device", default=None, help="cpu | cuda[:N] (default: cuda if available)")
+    parser.add_argument("--num-threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--policy-version", type=int, default=0, help="version of the initial weights")
+    parser.add_argument("--log-level", default="info")
+    return parser.parse_args(argv)
+
+
+def resolve_model_path(model: str) -> str:
+    """A local HF folder, or a name `agentrl.models.resolve_model` knows (e.g. `default`)."""
+    from agentrl.models import resolve_model
+
+    return resolve_model(model)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    import torch
+    import uvicorn
+
+    from agentrl.rollout.servers.hf.app import create_app
+    from agentrl.rollout.servers.hf.engine import EngineConfig, HFEngine
+    from agentrl.rollout.servers.hf.loading import load_model, load_tokenizer
+
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    path = resolve_model_path(args.model)
+    config = EngineConfig(
+        max_batch_size=args.max_batch_size,
+        max_model_len=args.max_model_len,
+        max_prefill_tokens=args.max_prefill_tokens,
+        policy_version=args.policy_version,
+    )
+    engine = HFEngine(load_model(path, args.dtype, args.device), load_tokenizer(path), config)
+    app = create_app(engine, args.served_model_name or args.model)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The FastAPI app of the `hf` server: OpenAI-compatible generation, abort, health and weight updates."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+
+from agentrl.rollout.protocol import WeightUpdateRequest, error_payload
+from agentrl.rollout.servers.hf.engine import HFEngine
+from agentrl.rollout.servers.hf.request import EngineShutdownError, GenerationOutput, RequestError
+from agentrl.rollout.servers.hf.responses import chat_response, completion_response
+from agentrl.rollout.servers.hf.schemas import AbortRequest, ChatCompletionRequest, HFCompletionRequest
+from agentrl.rollout.servers.hf.weights import WeightUpdateError, read_state_dict
+
+DISCONNECT_POLL_S = 0.5
+
+
+class ClientDisconnectedError(Exception):
+    """The HTTP client went away before its completion was ready."""
+
+
+def _error(message: str, code: int, type_: str = "BadRequestError") -> JSONResponse:
+    return JSONResponse(error_payload(message, code, type_), status_code=code)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(f"invalid request: {exc.errors()}", 400)
+
+    @app.exception_handler(ValidationError)
+    async def _invalid_params(_: Request, exc: ValidationError) -> JSONResponse:
+        return _error(f"invalid request: {exc.errors(include_url=False)}", 400)
+
+    @app.exception_handler(RequestError)
+    @app.exception_handler(WeightUpdateError)
+    async def _bad_request(_: Request, exc: ValueError) -> JSONResponse:
+        return _error(str(exc), 400)
+
+    @app.exception_handler(EngineShutdownError)
+    async def _unavailable(_: Request, exc: EngineShutdownError) -> JSONResponse:
+        return _error(str(exc), 503, "ServiceUnavailableError")
+
+    @app.exception_handler(ClientDisconnectedError)
+    async def _gone(_: Request, exc: ClientDisconnectedError) -> JSONResponse:
+        return _error("client disconnected; request aborted", 499, "ClientDisconnected")
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return _error(str(exc.detail), exc.status_code, "HTTPError")
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        return _error(f"internal error: {exc!r}", 500, "InternalServerError")
+
+
+async def _until_done_or_disconnect(request: Request, work: Awaitable[GenerationOutput]) -> GenerationOutput:
+    """Await `work`; if the client disconnects first, cancel it (which aborts the request)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                raise ClientDisconnectedError()
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def _no_stream(stream: bool) -> None:
+    if stream:
+        raise RequestError("Streaming is not supported by the hf server; send `stream: false`.")
+
+
+def create_app(engine: HFEngine, model_name: str) -> FastAPI:
+    """The HTTP app around a (possibly not yet started) engine; the engine starts and stops with the app."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        engine.start()
+        yield
+        await asyncio.to_thread(engine.shutdown)
+
+    app = FastAPI(title="agentrl hf rollout server", lifespan=lifespan)
+    _install_error_handlers(app)
+    tok = engine.tokenizer
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "policy_version": engine.policy_version, "running": engine.num_running}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        card = {"id": model_name, "object": "model", "created": int(time.time()), "owned_by": "agentrl"}
+        return {"object": "list", "data": [{**card, "max_model_len": engine.max_model_len}]}
+
+    @app.post("/v1/completions")
+    async def completions(body: HFCompletionRequest, request: Request) -> dict[str, Any]:
+        _no_stream(body.stream)
+        prompt = tok(body.prompt).input_ids if isinstance(body.prompt, str) else body.prompt
+        work = engine.generate(
+            prompt,
+            body.sampling(),
+            request_id=body.request_id,
+            top_logprobs=body.logprobs or 0,
+            ignore_eos=body.ignore_eos,
+        )
+        out = await _until_done_or_disconnect(request, work)
+        return completion_response(out, body, model_name, tok)
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatCompletionRequest, request: Request) -> dict[str, Any]:
+        _no_stream(body.stream)
+        prompt = _render_chat(tok, body)
+        work = engine.generate(
+            prompt,
+            body.sampling(max(1, engine.max_model_len - len(prompt))),
+            request_id=body.request_id,
+            top_logprobs=body.top_logprobs if body.logprobs else 0,
+            ignore_eos=body.ignore_eos,
+        )
+        out = await _until_done_or_disconnect(request, work)
+        return chat_response(out, body, model_name, tok)
+
+    @app.post("/v1/abort")
+    async def abort(body: AbortRequest) -> dict[str, Any]:
+        ids = body.request_id if isinstance(body.request_id, list) else [body.request_id]
+        return {"aborted": sum(engine.abort(rid) for rid in ids)}
+
+    @app.get("/v1/weights/version")
+    async def weights_version() -> dict[str, Any]:
+        return {"policy_version": engine.policy_version}
+
+    @app.post("/v1/weights")
+    async def update_weights(request: Request) -> dict[str, Any]:
+        start = time.perf_counter()
+        if request.headers.get("content-type", "").startswith("application/octet-stream"):
+            version_header = request.headers.get("x-policy-version")
+            version = int(version_header) if version_header else None
+            in_flight = request.headers.get("x-in-flight", "finish")
+            state = await asyncio.to_thread(read_state_dict, data=await request.body())
+        else:
+            req = WeightUpdateRequest.model_validate(await request.json())
+            version, in_flight = req.version, req.in_flight
+            state = await asyncio.to_thread(read_state_dict, path=req.path)
+        if in_flight not in ("finish", "abort"):
+            raise RequestError(f"in_flight must be 'finish' or 'abort', got {in_flight!r}")
+        new_version = await engine.update_weights(state, version, in_flight)  # type: ignore[arg-type]
+        return {"policy_version": new_version, "seconds": round(time.perf_counter() - start, 4)}
+
+    return app
+
+
+def _render_chat(tokenizer: Any, body: ChatCompletionRequest) -> list[int]:
+    """Apply the chat template to text, then tokenize it without adding special tokens (as vLLM does)."""
+    try:
+        text = tokenizer.apply_chat_template(
+            body.messages,
+            tools=body.tools,
+            add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
+            continue_final_message=body.continue_final_message,
+            tokenize=False,
+            **body.chat_template_kwargs,
+        )
+    except Exception as exc:
+        raise RequestError(f"cannot apply the chat template to these messages: {exc}") from exc
+    return list(tokenizer(text, add_special_tokens=False).input_ids)

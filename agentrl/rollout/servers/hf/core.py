@@ -1,0 +1,128 @@
+"""Synchronous continuous-batching steps around one transformers causal LM.
+
+`EngineCore` owns the running batch. `prefill(reqs)` runs the new prompts together (left padded), samples their
+first token and merges the survivors into the running batch; `decode()` feeds every running row its last token,
+samples the next one and retires finished rows. Both return the requests that finished. It is not thread-safe:
+`HFEngine` calls it from its single engine thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from agentrl.rollout.servers.hf.kvcache import KV, PaddedBatch, check_cache_supported, get_kv
+from agentrl.rollout.servers.hf.request import Detokenizer, GenRequest
+from agentrl.rollout.servers.hf.sampling import sample_next
+from agentrl.rollout.servers.hf.stopping import check_stop
+
+
+class EngineCore:
+    """The model, the running requests and their shared left-padded KV cache."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        eos_ids: frozenset[int],
+        detok: Detokenizer | None = None,
+        pad_id: int = 0,
+    ) -> None:
+        self.model = model
+        self.eos_ids = eos_ids
+        self.detok = detok
+        self.pad_id = pad_id
+        self.device = next(model.parameters()).device
+        self.running: list[GenRequest] = []
+        self.batch: PaddedBatch | None = None
+
+    def prefill(self, reqs: Sequence[GenRequest]) -> list[GenRequest]:
+        """Prefill `reqs` together, sample their first token, merge the unfinished ones; return the finished."""
+        input_ids, mask = self._left_pad([r.prompt_ids for r in reqs])
+        position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        check_cache_supported(out.past_key_values)
+        finished, keep = self._sample(out.logits[:, -1, :], list(reqs))
+        if keep:
+            self._join(get_kv(out.past_key_values), mask, keep, [reqs[i] for i in keep])
+        return finished
+
+    def decode(self) -> list[GenRequest]:
+        """One decode step for every running row; return the requests that finished."""
+        if self.batch is None or not self.running:
+            return []
+        last = torch.tensor([[r.output_ids[-1]] for r in self.running], device=self.device)
+        mask, position_ids = self.batch.decode_inputs()
+        out = self.model(
+            input_ids=last,
+            attention_mask=mask,
+            position_ids=position_ids,
+            past_key_values=self.batch.cache,
+            use_cache=True,
+        )
+        self.batch.advance()
+        finished, keep = self._sample(out.logits[:, -1, :], self.running)
+        self._keep(keep)
+        return finished
+
+    def remove(self, reqs: Sequence[GenRequest]) -> None:
+        """Drop `reqs` from the running batch (abort)."""
+        gone = {id(r) for r in reqs}
+        self._keep([i for i, r in enumerate(self.running) if id(r) not in gone])
+
+    def clear(self) -> list[GenRequest]:
+        """Drop every running request and the cache; return the dropped requests."""
+        dropped, self.running, self.batch = self.running, [], None
+        return dropped
+
+    def _sample(self, logits: torch.Tensor, reqs: list[GenRequest]) -> tuple[list[GenRequest], list[int]]:
+        """Sample one token per row; return (finished requests, indices of rows that go on)."""
+        sampled = sample_next(logits, reqs)
+        finished: list[GenRequest] = []
+        keep: list[int] = []
+        for i, req in enumerate(reqs):
+            req.append(sampled.token_ids[i], sampled.logprobs[i], sampled.top[i])
+            if check_stop(req, self.eos_ids, self.detok):
+                finished.append(req)
+            else:
+                keep.append(i)
+        return finished, keep
+
+    def _join(self, kv: KV, mask: torch.Tensor, keep: list[int], reqs: list[GenRequest]) -> None:
+        """Add the `keep` rows of a prefilled batch to the running batch."""
+        if len(keep) < mask.shape[0]:
+            rows = torch.tensor(keep, device=self.device)
+            kv = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in kv]
+            mask = mask.index_select(0, rows)
+        positions = mask.sum(dim=1)
+        if self.batch is None:
+            self.batch = PaddedBatch([kv], [mask], positions)
+        else:
+            self.batch = self.batch.merge(kv, mask, positions)
+        self.running = self.running + reqs
+
+    def _keep(self, keep: list[int]) -> None:
+        if len(keep) == len(self.running):
+            return
+        if not keep:
+            self.clear()
+            return
+        assert self.batch is not None
+        self.batch = self.batch.select(torch.tensor(keep, device=self.device))
+        self.running = [self.running[i] for i in keep]
+
+    def _left_pad(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-pad token lists into input_ids [B, L] and a 0/1 attention mask [B, L]."""
+        length = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), length), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), length), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, length - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            mask[row, length - len(prompt) :] = 1
+        return ids.to(self.device), mask.to(self.device)

@@ -1,0 +1,116 @@
+"""Start the `hf` server as a subprocess and wait until `/health` answers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now on `host`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class HFServerHandle:
+    """A running `hf` server subprocess: its `process`, base `url` and log file. Use `stop()` or `with`."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    port: int
+    log_path: Path
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        """The end of the server's combined stdout/stderr."""
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate the server (SIGTERM, then SIGKILL after `timeout` seconds)."""
+        if self.alive():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> HFServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def launch_hf_server(
+    model: str,
+    port: int | None = None,
+    *,
+    host: str = "127.0.0.1",
+    max_batch_size: int = 64,
+    dtype: str = "float32",
+    device: str | None = None,
+    max_model_len: int | None = None,
+    extra_args: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    startup_timeout: float = 300.0,
+    log_path: str | Path | None = None,
+) -> HFServerHandle:
+    """Start `python -m agentrl.rollout.servers.hf` and return once `/health` answers 200.
+
+    `port=None` picks a free port. The server's output goes to `log_path` (a temp file by default). Raises
+    `RuntimeError` with the log tail if the process exits or does not become healthy in `startup_timeout`.
+    """
+    port = port or free_port(host)
+    cmd = [sys.executable, "-m", "agentrl.rollout.servers.hf", "--model", model, "--host", host]
+    cmd += ["--port", str(port), "--max-batch-size", str(max_batch_size), "--dtype", dtype]
+    if device:
+        cmd += ["--device", device]
+    if max_model_len:
+        cmd += ["--max-model-len", str(max_model_len)]
+    cmd += extra_args or []
+    path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="agentrl-hf-", suffix=".log")[1])
+    log = path.open("wb")
+    proc_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=proc_env)
+    handle = HFServerHandle(process, f"http://{host}:{port}", port, path, log)
+    try:
+        _wait_healthy(handle, startup_timeout)
+    except BaseException:
+        handle.stop()
+        raise
+    return handle
+
+
+def _wait_healthy(handle: HFServerHandle, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not handle.alive():
+            raise RuntimeError(f"hf server exited with code {handle.process.returncode}:\n{handle.log_tail()}")
+        try:
+            if httpx.get(f"{handle.url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"hf server not healthy after {timeout:.0f}s:\n{handle.log_tail()}")

@@ -1,0 +1,76 @@
+"""Loading a new state dict into a live model in place, by parameter name.
+
+Every parameter and persistent buffer of the model must be present with its exact shape (strict), except tied
+aliases such as `lm_head.weight` when the input embeddings are tied: those may be omitted. Validation happens
+before anything is copied, so a bad update leaves the model untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from safetensors.torch import load as load_bytes
+from safetensors.torch import load_file
+
+StateDict = Mapping[str, torch.Tensor]
+
+
+class WeightUpdateError(ValueError):
+    """A state dict that does not fit the model (missing/unexpected names, wrong shapes, unreadable file)."""
+
+
+def read_state_dict(path: str | None = None, data: bytes | None = None) -> dict[str, torch.Tensor]:
+    """Read a safetensors state dict from a file path or from raw bytes (exactly one of them)."""
+    try:
+        if path is not None:
+            return load_file(path)
+        if data is not None:
+            return load_bytes(data)
+    except Exception as exc:  # safetensors raises its own SafetensorError besides OSError
+        raise WeightUpdateError(f"cannot read safetensors weights: {exc}") from exc
+    raise WeightUpdateError("weight update needs a safetensors `path` or a raw safetensors body")
+
+
+def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
+    """Names in `model.state_dict()` that share storage with an earlier name: {alias: original}."""
+    seen: dict[tuple[int, tuple[int, ...]], str] = {}
+    aliases: dict[str, str] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:
+            aliases[name] = seen[key]
+        else:
+            seen[key] = name
+    return aliases
+
+
+def validate_state_dict(model: torch.nn.Module, state: StateDict) -> None:
+    """Raise `WeightUpdateError` unless `state` matches the model's names and shapes (tied aliases optional)."""
+    target = model.state_dict()
+    aliases = tied_aliases(model)
+    missing = sorted(n for n in target if n not in state and n not in aliases)
+    unexpected = sorted(n for n in state if n not in target)
+    wrong = sorted(
+        f"{n}: got {tuple(t.shape)}, expected {tuple(target[n].shape)}"
+        for n, t in state.items()
+        if n in target and t.shape != target[n].shape
+    )
+    problems = [
+        f"{label}: {', '.join(items[:5])}{' ...' if len(items) > 5 else ''}"
+        for label, items in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", wrong))
+        if items
+    ]
+    if problems:
+        raise WeightUpdateError("state dict does not match the model; " + "; ".join(problems))
+
+
+@torch.no_grad()
+def load_into(model: torch.nn.Module, state: StateDict) -> None:
+    """Copy `state` into the model's tensors in place (dtype/device converted). Call `validate_state_dict` first."""
+    target = model.state_dict()
+    aliases = tied_aliases(model)
+    for name, tensor in state.items():
+        if name in aliases and aliases[name] in state:
+            continue  # tied: the original name carries the same storage
+        target[name].copy_(tensor)
