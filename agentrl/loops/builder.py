@@ -7,6 +7,7 @@ follows the model's end-of-turn token (ChatML's newline after `<|im_end|>`), whi
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from agentrl.loops.chat_template import encode, render
@@ -44,8 +45,9 @@ class TrajectoryBuilder:
         self.trajectory.append(
             Segment(token_ids=token_ids, trainable=True, logprobs=logprobs, policy_version=policy_version)
         )
-        self._last_generated_text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
-        content = self.tokenizer.decode(self._strip_end(token_ids), skip_special_tokens=False)
+        text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        self._last_generated_text = text
+        content = self._strip_end(token_ids, text)
         self.trajectory.messages.append(Message(role="assistant", content=content))
         return content
 
@@ -86,15 +88,21 @@ class TrajectoryBuilder:
             return ""  # the template rewrote the assistant turn; the drift checker reports the difference
         return prev[at + len(generated) :]
 
-    def _strip_end(self, token_ids: list[int]) -> list[int]:
-        end_ids = _end_token_ids(self.tokenizer)
-        return token_ids[:-1] if token_ids and token_ids[-1] in end_ids else token_ids
+    def _strip_end(self, token_ids: list[int], text: str) -> str:
+        """The text without the end-of-turn token the model ended with (decoded once, stripped as text)."""
+        if not token_ids or token_ids[-1] not in _end_token_ids(self.tokenizer):
+            return text
+        end_text = self.tokenizer.decode(token_ids[-1:], skip_special_tokens=False)
+        if text.endswith(end_text):
+            return text[: -len(end_text)]
+        return self.tokenizer.decode(token_ids[:-1], skip_special_tokens=False)
 
 
-def _end_token_ids(tokenizer: Any) -> set[int]:
+@functools.lru_cache(maxsize=32)
+def _end_token_ids(tokenizer: Any) -> frozenset[int]:
     ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
     for token in ("<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
         tid = tokenizer.convert_tokens_to_ids(token)
         if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid is not None:
             ids.add(tid)
-    return ids
+    return frozenset(ids)
