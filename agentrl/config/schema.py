@@ -60,6 +60,9 @@ class SandboxConfig(_Section):
     pids_limit: int = Field(256, ge=16, description="process limit per container")
     network: bool = Field(False, description="give containers network access")
     exec_timeout_s: float = Field(30.0, gt=0, description="default timeout of one command")
+    workdir_size: str = Field("512m", description="size cap of the writable /work")
+    tmp_size: str = Field("64m", description="size cap of /tmp")
+    max_output_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr cap per command")
 
 
 class RewardConfig(_Section):

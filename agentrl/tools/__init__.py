@@ -50,3 +50,5 @@ __all__ = [
     "tool",
     "tools_system_prompt",
 ]
+
+import agentrl.tools.builtin  # noqa: F401  (registers bash, python, editor, submit lazily)

@@ -1,0 +1,482 @@
+"""`DockerSandbox`: one locked-down container per trajectory, driven through the docker SDK.
+
+Each container runs as uid 1000 with every capability dropped, `no-new-privileges`, a read-only root
+filesystem, no network (unless asked), and memory / CPU / process limits. Its workdir `/work` is a size-capped
+tmpfs *volume* (so files move in and out with put/get archive, never by bind-mounting host paths) and `/tmp` a
+small tmpfs. PID 1 is a tiny reaper, so killed processes never pile up as zombies against the pid limit.
+
+Commands run as `timeout -k 1 T bash -c CMD`: `timeout` leads its own process group and kills the whole group
+when time is up; what is left in the group when the command ends (`cmd &`) is killed as well. Should a stuck
+call's processes escape the group, a host-side watchdog kills every process but PID 1. Either
+way the caller gets an `ExecResult` with `timed_out=True` and the container stays usable.
+
+Every container and volume carries the labels `agentrl.sandbox=1`, `agentrl.run`, `agentrl.host`, `agentrl.pid`
+and `agentrl.pid_start`, so that `remove_orphans` can find those whose owning process is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import io
+import logging
+import os
+import posixpath
+import socket
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agentrl.sandbox.base import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    cap_bytes,
+    tar_of_dir,
+    tar_of_file,
+)
+from agentrl.sandbox.images import BASE_IMAGE
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LABEL = "agentrl.sandbox"
+"""Label on every container and volume we create: `docker ps -a --filter label=agentrl.sandbox`."""
+UID = 1000
+WORKDIR = "/work"
+KILL_GRACE_S = 1.0
+"""Seconds between SIGTERM and SIGKILL to a timed-out command's process group."""
+WATCHDOG_GRACE_S = 5.0
+"""Seconds past the timeout after which every process of the container (but PID 1) is killed."""
+
+# PID 1: reap every child (orphans are re-parented here), forever. As a namespace's init it ignores the signals
+# it has no handler for, SIGKILL included, so `kill -9 -1` inside the container leaves it standing.
+_REAPER = (
+    "import os, time\n"
+    "while True:\n"
+    "    try:\n"
+    "        os.wait()\n"
+    "    except ChildProcessError:\n"
+    "        time.sleep(0.2)\n"
+)
+
+# Runs one command: `timeout` leads a process group of its own and kills it on expiry; whatever is left in that
+# group when the command ends (`cmd &`, a fork bomb) is killed too, so nothing outlives the call unless it leaves
+# the group on purpose (`setsid`). Exit codes: the command's, 124 on timeout, 137 when SIGKILLed.
+_WRAPPER = 'timeout -k "$3" "$2" bash -c "$1" & pid=$!; wait $pid; rc=$?; kill -9 -- -$pid 2>/dev/null; exit $rc'
+
+_executor: ThreadPoolExecutor | None = None
+_live: dict[str, str] = {}
+"""Container id -> volume name of the sandboxes this process owns, removed at exit."""
+_live_lock = threading.Lock()
+_atexit_registered = False
+
+
+def _run_in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """Run blocking SDK work in our own pool: the default one (cpus + 4 threads) would serialize sandboxes."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentrl-sandbox")
+    return asyncio.get_running_loop().run_in_executor(_executor, fn, *args)
+
+
+def _process_start(pid: int) -> str:
+    """The start time of process `pid` (clock ticks since boot), or "" when unknown; guards against pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_labels(run_id: str) -> dict[str, str]:
+    """The labels naming this process as the owner of a container."""
+    pid = os.getpid()
+    return {
+        LABEL: "1",
+        "agentrl.run": run_id,
+        "agentrl.host": socket.gethostname(),
+        "agentrl.pid": str(pid),
+        "agentrl.pid_start": _process_start(pid),
+    }
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    if labels.get("agentrl.host") != socket.gethostname():
+        return True  # another machine's: not ours to judge
+    try:
+        pid = int(labels.get("agentrl.pid", ""))
+    except ValueError:
+        return False
+    start = _process_start(pid)
+    return bool(start) and start == labels.get("agentrl.pid_start", start)
+
+
+def docker_client() -> Any:
+    """A client of the local engine.
+
+    Raises:
+        SandboxError: the docker SDK is missing or no engine answers, saying what to do.
+    """
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxError("the docker SDK is not installed: pip install docker") from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"no Docker engine answers ({exc}): start dockerd or use sandbox.backend=local") from exc
+    return client
+
+
+def remove_orphans(client: Any) -> int:
+    """Remove our containers and volumes whose owning process (on this host) is gone; return how many containers."""
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        if not _owner_alive(container.labels):
+            _remove_quietly(client, container.id, None)
+            removed += 1
+    for volume in client.volumes.list(filters={"label": LABEL}):
+        if not _owner_alive(volume.attrs.get("Labels") or {}):
+            _remove_quietly(client, None, volume.name)
+    if removed:
+        logger.warning("removed %d orphaned sandbox container(s) of crashed runs", removed)
+    return removed
+
+
+def remove_all(client: Any, run_id: str | None = None) -> int:
+    """Remove every sandbox container and volume (of `run_id`, if given), whoever owns it; return the count."""
+    label = [LABEL] + ([f"agentrl.run={run_id}"] if run_id else [])
+    containers = client.containers.list(all=True, filters={"label": label})
+    for container in containers:
+        _remove_quietly(client, container.id, None)
+    for volume in client.volumes.list(filters={"label": label}):
+        _remove_quietly(client, None, volume.name)
+    return len(containers)
+
+
+def _remove_quietly(client: Any, container_id: str | None, volume: str | None) -> None:
+    import docker
+
+    if container_id:
+        try:
+            client.api.remove_container(container_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                logger.warning("removing sandbox container %s failed: %s", container_id[:12], exc)
+    if volume:
+        try:
+            client.api.remove_volume(volume, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            logger.warning("removing sandbox volume %s failed: %s", volume, exc)
+
+
+def cleanup_live() -> int:
+    """Remove every sandbox this process still owns (at exit, on SIGTERM); return how many."""
+    with _live_lock:
+        live = list(_live.items())
+        _live.clear()
+    if not live:
+        return 0
+    try:
+        client = docker_client()
+    except SandboxError:
+        return 0
+    for container_id, volume in live:
+        _remove_quietly(client, container_id, volume)
+    client.close()
+    return len(live)
+
+
+def _track(container_id: str, volume: str) -> None:
+    global _atexit_registered
+    with _live_lock:
+        _live[container_id] = volume
+        if not _atexit_registered:
+            atexit.register(cleanup_live)
+            _atexit_registered = True
+
+
+class DockerSandbox(Sandbox):
+    """A sandbox in one locked-down container; build it with `DockerSandbox.create(...)`.
+
+    Example:
+        ```python
+        async with await DockerSandbox.create(image="agentrl/sandbox:base") as sb:
+            result = await sb.exec("echo hi", timeout=5)
+        ```
+    """
+
+    workdir = WORKDIR
+
+    def __init__(self, client: Any, container_id: str, volume: str, *, exec_timeout_s: float = 30.0,
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, image: str = BASE_IMAGE) -> None:  # fmt: skip
+        self._client = client
+        self.id = container_id
+        self.volume = volume
+        self.image = image
+        self.exec_timeout_s = exec_timeout_s
+        self.max_output_bytes = max_output_bytes
+        self.closed = False
+
+    @classmethod
+    async def create(cls, image: str = BASE_IMAGE, **kwargs: Any) -> DockerSandbox:
+        """Start a container; see `create_sync` for the arguments."""
+        return await _run_in_thread(lambda: cls.create_sync(image, **kwargs))
+
+    @classmethod
+    def create_sync(
+        cls,
+        image: str = BASE_IMAGE,
+        *,
+        client: Any = None,
+        run_id: str = "default",
+        memory: str = "1g",
+        cpus: float = 1.0,
+        pids_limit: int = 256,
+        network: bool = False,
+        exec_timeout_s: float = 30.0,
+        workdir_size: str = "512m",
+        tmp_size: str = "64m",
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> DockerSandbox:
+        """Start a container (blocking).
+
+        Args:
+            image: the image, e.g. `agentrl/sandbox:base` or a recipe image layered on it.
+            client: a `docker.DockerClient`; default: one for the local engine.
+            run_id: the run the container belongs to (a label).
+            memory: memory limit, swap included (e.g. "512m", "1g").
+            cpus: CPU limit.
+            pids_limit: most processes at once.
+            network: give the container the default bridge network; off by default.
+            exec_timeout_s: timeout of `exec` calls that give none.
+            workdir_size: size cap of the `/work` tmpfs volume.
+            tmp_size: size cap of the `/tmp` tmpfs.
+            max_output_bytes: bytes kept of each of stdout and stderr.
+
+        Raises:
+            SandboxError: the engine, the image or the container failed.
+        """
+        import docker
+
+        client = client or docker_client()
+        name = f"agentrl-sbx-{uuid.uuid4().hex[:12]}"
+        labels = owner_labels(run_id)
+        volume = None
+        try:
+            volume = client.volumes.create(
+                name=name,
+                driver="local",
+                driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_size},uid={UID},gid={UID}"},
+                labels=labels,
+            )
+            container = client.containers.create(
+                image,
+                command=["python3", "-c", _REAPER],
+                name=name,
+                user=f"{UID}:{UID}",
+                working_dir=WORKDIR,
+                environment={"HOME": WORKDIR, "LANG": "C.UTF-8"},
+                network_mode="bridge" if network else "none",
+                mem_limit=memory,
+                memswap_limit=memory,
+                nano_cpus=int(cpus * 1e9),
+                pids_limit=pids_limit,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+                tmpfs={"/tmp": f"rw,nosuid,nodev,size={tmp_size},mode=1777"},
+                volumes={name: {"bind": WORKDIR, "mode": "rw"}},
+                labels=labels,
+            )
+            _track(container.id, name)
+            container.start()
+        except docker.errors.DockerException as exc:
+            if volume is not None:
+                leftover = client.containers.list(all=True, filters={"name": name})
+                _remove_quietly(client, leftover[0].id if leftover else None, name)
+                with _live_lock:
+                    for c in leftover:
+                        _live.pop(c.id, None)
+            raise SandboxError(f"cannot start a sandbox from image {image!r}: {exc}") from exc
+        return cls(client, container.id, name, exec_timeout_s=exec_timeout_s,
+                   max_output_bytes=max_output_bytes, image=image)  # fmt: skip
+
+    # -- commands -------------------------------------------------------------------------------------------
+
+    async def exec(
+        self,
+        cmd: str,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        timeout = self.exec_timeout_s if timeout is None else timeout
+        return await _run_in_thread(self.exec_sync, cmd, timeout, workdir, env)
+
+    def exec_sync(
+        self, cmd: str, timeout: float, workdir: str | None = None, env: dict[str, str] | None = None
+    ) -> ExecResult:
+        """`exec`, blocking."""
+        import docker
+
+        self._check_open()
+        argv = ["bash", "-c", _WRAPPER, "agentrl-exec", cmd, f"{timeout:g}", f"{KILL_GRACE_S:g}"]
+        api = self._client.api
+        start = time.monotonic()
+        try:
+            exec_id = api.exec_create(self.id, argv, environment=env or None, workdir=self.resolve(workdir or "."))
+            stream = api.exec_start(exec_id["Id"], stream=True, demux=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"sandbox {self.id[:12]} cannot run commands: {exc}") from exc
+        fired = threading.Event()
+
+        def watchdog() -> None:
+            fired.set()
+            self._kill_all()
+
+        timer = threading.Timer(timeout + KILL_GRACE_S + WATCHDOG_GRACE_S, watchdog)
+        timer.daemon = True
+        timer.start()
+        out, err = _Capped(self.max_output_bytes), _Capped(self.max_output_bytes)
+        try:
+            for chunk_out, chunk_err in stream:
+                out.add(chunk_out)
+                err.add(chunk_err)
+            code = api.exec_inspect(exec_id["Id"])["ExitCode"]
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"sandbox {self.id[:12]} failed while running a command: {exc}") from exc
+        finally:
+            timer.cancel()
+        duration = time.monotonic() - start
+        code = -1 if code is None else code
+        timed_out = fired.is_set() or (code in (124, 137) and duration >= timeout)
+        return ExecResult(code, out.text(), err.text(), timed_out, duration, out.dropped > 0 or err.dropped > 0)
+
+    def _kill_all(self) -> None:
+        """Kill every process in the container but PID 1 (which ignores it)."""
+        try:
+            api = self._client.api
+            api.exec_start(api.exec_create(self.id, ["bash", "-c", "kill -9 -1"])["Id"])
+        except Exception as exc:
+            logger.warning("sandbox %s: killing runaway processes failed: %s", self.id[:12], exc)
+
+    # -- files ----------------------------------------------------------------------------------------------
+
+    async def write_file(self, path: str, content: str | bytes, mode: int = 0o644) -> None:
+        await _run_in_thread(self.write_file_sync, path, content, mode)
+
+    def write_file_sync(self, path: str, content: str | bytes, mode: int = 0o644) -> None:
+        """`write_file`, blocking."""
+        data = content.encode() if isinstance(content, str) else content
+        full = self.resolve(path)
+        parent, name = posixpath.split(full)
+        self._put(parent, tar_of_file(name, data, mode, UID, UID))
+
+    async def read_file(self, path: str) -> bytes:
+        return await _run_in_thread(self.read_file_sync, path)
+
+    def read_file_sync(self, path: str) -> bytes:
+        """`read_file`, blocking."""
+        import docker
+
+        self._check_open()
+        full = self.resolve(path)
+        try:
+            chunks, _stat = self._client.api.get_archive(self.id, full)
+            data = b"".join(chunks)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(f"no such file in the sandbox: {full}") from exc
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"sandbox {self.id[:12]} cannot read {full}: {exc}") from exc
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None or member.isdir():
+                raise IsADirectoryError(f"{full} is a folder, not a file")
+            f = tar.extractfile(member)
+            if f is None:
+                raise FileNotFoundError(f"{full} is not a regular file (a link or device?)")
+            return f.read()
+
+    async def upload_dir(self, local_dir: str | Path, dest: str | None = None) -> None:
+        await _run_in_thread(self.upload_dir_sync, local_dir, dest)
+
+    def upload_dir_sync(self, local_dir: str | Path, dest: str | None = None) -> None:
+        """`upload_dir`, blocking."""
+        self._put(self.resolve(dest or "."), tar_of_dir(local_dir, UID, UID))
+
+    def _put(self, folder: str, archive: bytes) -> None:
+        import docker
+
+        self._check_open()
+        if folder != WORKDIR and not folder.startswith(WORKDIR + "/"):
+            raise PermissionError(f"files can only be written under {WORKDIR}, not {folder} (the rest is read-only)")
+        try:
+            try:
+                self._client.api.put_archive(self.id, folder, archive)
+            except docker.errors.NotFound:
+                made = self.exec_sync(f"mkdir -p -- '{folder}'", timeout=10)
+                if not made.ok:
+                    raise SandboxError(f"cannot create {folder} in the sandbox: {made.stderr.strip()}") from None
+                self._client.api.put_archive(self.id, folder, archive)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"sandbox {self.id[:12]} cannot write into {folder}: {exc}") from exc
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def healthy(self) -> bool:
+        """The container is running and answers a trivial command."""
+        if self.closed:
+            return False
+        try:
+            return self.exec_sync("true", timeout=10).ok
+        except SandboxError:
+            return False
+
+    async def close(self) -> None:
+        await _run_in_thread(self.close_sync)
+
+    def close_sync(self) -> None:
+        """`close`, blocking."""
+        if self.closed:
+            return
+        self.closed = True
+        with _live_lock:
+            _live.pop(self.id, None)
+        _remove_quietly(self._client, self.id, self.volume)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"sandbox {self.id[:12]} is closed")
+
+    def __repr__(self) -> str:
+        return f"DockerSandbox(id={self.id[:12]!r}, image={self.image!r})"
+
+
+class _Capped:
+    """Collects a stream's bytes up to a cap, counting the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.buf, self.dropped = cap, bytearray(), 0
+
+    def add(self, chunk: bytes | None) -> None:
+        if not chunk:
+            return
+        room = self.cap - len(self.buf)
+        self.buf += chunk[: max(room, 0)]
+        self.dropped += max(len(chunk) - max(room, 0), 0)
+
+    def text(self) -> str:
+        return cap_bytes(bytes(self.buf), self.dropped)
