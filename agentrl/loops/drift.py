@@ -52,7 +52,7 @@ def check_drift(tokenizer: Any, trajectory: Trajectory, tools: list[dict[str, An
     position = _first_difference(expected, actual)
     if position is None:
         return DriftReport(ok=True)
-    same_text = tokenizer.decode(actual) == tokenizer.decode(expected[: len(actual)])
+    same_text = tokenizer.decode(expected).startswith(tokenizer.decode(actual))
     return DriftReport(
         ok=False,
         position=position,

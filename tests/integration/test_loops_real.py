@@ -120,6 +120,7 @@ def test_every_template_boundary_has_no_drift(hf_server_url, default_tokenizer):
             loop=EveryMessageKind(agent),
             temperature=temperature,
             max_tokens=24,
+            n=1,
         )
         for traj in trajs:
             assert traj.num_turns == 3 and traj.stop_reason is StopReason.DONE, traj.error
@@ -135,7 +136,8 @@ def test_tool_calling_multi_turn_rollout(hf_server_url, default_tokenizer):
         hf_server_url, default_tokenizer, samples, agent, loop=ToolAgentLoop(agent, TwoMoreTurns()), hooks=hooks
     )
     for traj in trajs:
-        assert traj.num_turns >= 3  # the interaction keeps the dialogue going
+        # the interaction keeps the dialogue going unless a turn runs past max_tokens
+        assert traj.num_turns >= 3 or traj.stop_reason is StopReason.MAX_TOKENS
         assert "calculator" in traj.messages[0].content  # tools described in the system prompt (no tools slot)
         assert traj.stop_reason in (StopReason.DONE, StopReason.MAX_TURNS, StopReason.MAX_TOKENS)
         assert_exact(traj, default_tokenizer)
