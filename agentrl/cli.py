@@ -53,6 +53,14 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from agentrl.config import load_config
+    from agentrl.trainer.loop import train
+
+    train(load_config(overrides=args.overrides))
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from agentrl.rollout.serve import serve_from_overrides
 
@@ -76,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     for name, help_, handler in [
-        ("train", "train a policy on a recipe", _not_yet("train", 7)),
+        ("train", "train a policy on a recipe", _cmd_train),
         ("rollout", "run the agent loop over a recipe's data and save trajectories", _cmd_rollout),
         ("eval", "evaluate a policy on a recipe's held-out data", _not_yet("eval", 7)),
         ("serve", "start a rollout server: backend=hf|vllm|sglang model=... port=...", _cmd_serve),

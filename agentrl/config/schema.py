@@ -77,14 +77,14 @@ class TrainerConfig(_Section):
     max_staleness: int = Field(1, ge=0, description="async: policy versions a sample may lag")
     advantage: str = Field("grpo", description="advantage estimator: grpo, dr_grpo, rloo, reinforce++, gspo")
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
-    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
-        "token-mean", description="how token losses are aggregated"
+    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = (
+        Field(None, description="how token losses are aggregated; None: the loss's paper default")
     )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
     warmup_steps: int = Field(0, ge=0, description="linear LR warmup steps")
     grad_clip: float = Field(1.0, gt=0, description="max gradient norm")
     clip_low: float = Field(0.2, ge=0, description="PPO lower clip epsilon")
-    clip_high: float = Field(0.2, ge=0, description="PPO upper clip epsilon (DAPO clip-higher)")
+    clip_high: float | None = Field(None, ge=0, description="PPO upper clip epsilon (DAPO clip-higher); None: clip_low")
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference policy")
     num_ranks: int = Field(1, ge=1, description="FSDP ranks (Ray actors)")
     micro_batch_tokens: int = Field(8192, ge=1, description="token budget of one micro-batch")

@@ -1,0 +1,458 @@
+"""Policy losses, in a registry named as in the literature, with aggregation, KL to a reference and TIS.
+
+A registered loss is called as
+
+    loss, metrics = get_loss("ppo_clip")(logprobs, old_logprobs, advantages, response_mask, config,
+                                         ref_logprobs=None, rollout_logprobs=None)
+
+with every tensor [B, R] over the response tokens. Symbols as in the papers: r = π_θ / π_θ_old is the token
+importance ratio, computed in log space as exp(log π_θ − log π_θ_old); Â the (token-level) advantage.
+
+What the wrapper (`PolicyLoss`) does around each paper's token-level surrogate ℓ_{i,t}:
+    1. positions where `response_mask` is 0 (tool output, observations, user turns, padding) are replaced by
+       constants before anything is computed, so they get *exactly* zero gradient, even if they hold inf/NaN;
+    2. truncated importance sampling (TIS, Yao et al. 2025, "Your efficient RL framework secretly brings you
+       off-policy RL training"): ℓ_{i,t} ← min(exp(log π_old − log π_rollout), C) · ℓ_{i,t}, the weight detached,
+       correcting the mismatch between the trainer's and the rollout engine's probabilities;
+    3. aggregation over tokens (`aggregate`): token-mean, seq-mean-token-sum, seq-mean-token-mean or Dr. GRPO's
+       seq-mean-token-sum-norm; each loss has its paper's default, `PolicyLossConfig.loss_agg_mode` overrides it;
+    4. optional KL penalty to a frozen reference, `kl_coef · aggregate(k(log π_θ, log π_ref))`, k ∈ {k1, k2, k3}.
+
+Register a new loss with `@register_loss("name")` on a token-level surrogate
+`(logprobs, old_logprobs, advantages, mask: bool, config) -> (per-token loss [B, R], metrics)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+import torch
+from torch import Tensor
+
+from agentrl.errors import AgentRLError
+
+AggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+KLType = Literal["k1", "k2", "k3"]
+Metrics = dict[str, Tensor]
+SurrogateOut = tuple[Tensor, Metrics]
+Surrogate = Callable[[Tensor, Tensor, Tensor, Tensor, "PolicyLossConfig"], SurrogateOut]
+
+LOG_RATIO_CLAMP = 20.0
+"""|log r| is clamped to this before exp() (as verl does) so that a far off-policy token cannot overflow."""
+DAPO_CLIP_HIGH = 0.28
+"""ε_high recommended by DAPO (Yu et al. 2025, arXiv:2503.14476, §3.1)."""
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    """Hyper-parameters of the policy losses (one config serves every loss; each reads its own fields).
+
+    Attributes:
+        clip_low: ε_low, the ratio is clipped from below at 1 − ε_low (ppo_clip, dapo, dual_clip, cispo).
+        clip_high: ε_high, clipped from above at 1 + ε_high (DAPO "clip-higher"); None: ε_low (symmetric PPO),
+            except for `dapo`, where None means 0.28.
+        dual_clip_c: c > 1, the dual-clip lower bound −c·Â for tokens with Â < 0 (Ye et al. 2020).
+        seq_clip_low, seq_clip_high: GSPO's clipping range on the sequence ratio s_i (3e-4, 4e-4 in the paper).
+        tau_pos, tau_neg: SAPO gate temperatures for Â > 0 and Â ≤ 0 (1.0 and 1.05 in the paper).
+        loss_agg_mode: None: the loss's own (paper) default.
+        norm_constant: the constant divisor of seq-mean-token-sum-norm (Dr. GRPO uses the max generation
+            length); None: R, the padded response length of the batch.
+        kl_coef: β, weight of the KL penalty to the reference (0: off; needs `ref_logprobs`).
+        kl_type: k1 = log π_θ − log π_ref; k2 = ½ (log π_θ − log π_ref)²; k3 = π_ref/π_θ − log(π_ref/π_θ) − 1
+            (Schulman 2020, "Approximating KL divergence"; k3 is GRPO's).
+        tis_cap: C of truncated importance sampling; None: off (needs `rollout_logprobs` when set).
+    """
+
+    clip_low: float = 0.2
+    clip_high: float | None = None
+    dual_clip_c: float = 3.0
+    seq_clip_low: float = 3e-4
+    seq_clip_high: float = 4e-4
+    tau_pos: float = 1.0
+    tau_neg: float = 1.05
+    loss_agg_mode: AggMode | None = None
+    norm_constant: float | None = None
+    kl_coef: float = 0.0
+    kl_type: KLType = "k3"
+    tis_cap: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.clip_low <= 1.0:
+            raise AgentRLError(f"clip_low must be in [0, 1], got {self.clip_low}")
+        _check_bounds(0.0, clip_high=self.clip_high, seq_clip_low=self.seq_clip_low, kl_coef=self.kl_coef)
+        _check_bounds(0.0, seq_clip_high=self.seq_clip_high)
+        _check_bounds(0.0, strict=True, tau_pos=self.tau_pos, tau_neg=self.tau_neg, tis_cap=self.tis_cap)
+        _check_bounds(0.0, strict=True, norm_constant=self.norm_constant)
+        _check_bounds(1.0, strict=True, dual_clip_c=self.dual_clip_c)
+        if self.loss_agg_mode is not None and self.loss_agg_mode not in get_args(AggMode):
+            raise AgentRLError(f"unknown loss_agg_mode {self.loss_agg_mode!r}; known: {', '.join(get_args(AggMode))}")
+        if self.kl_type not in get_args(KLType):
+            raise AgentRLError(f"unknown kl_type {self.kl_type!r}; known: {', '.join(get_args(KLType))}")
+
+    @property
+    def eps_high(self) -> float:
+        """ε_high actually used (clip_high, or clip_low when unset)."""
+        return self.clip_low if self.clip_high is None else self.clip_high
+
+
+def _check_bounds(low: float, *, strict: bool = False, **values: float | None) -> None:
+    """Raise AgentRLError unless each value (None: unset, skipped) is >= low (> low when strict)."""
+    for key, value in values.items():
+        if value is not None and (value <= low if strict else value < low):
+            raise AgentRLError(f"{key} must be {'>' if strict else '>='} {low}, got {value}")
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Mean of `x` over positions where `mask` is true (0 when there are none)."""
+    mask = mask.bool()
+    return torch.where(mask, x, 0.0).sum() / mask.sum().clamp(min=1).to(x.dtype)
+
+
+def aggregate(
+    loss_mat: Tensor,
+    mask: Tensor,
+    mode: AggMode,
+    *,
+    norm_constant: float | None = None,
+    num_tokens: float | None = None,
+    num_seqs: float | None = None,
+) -> Tensor:
+    """Reduce a per-token loss [B, R] to a scalar; masked positions never contribute.
+
+    With n_i the unmasked tokens of sequence i and S the sequences having n_i > 0:
+        token-mean:              Σ_i Σ_t ℓ_{i,t} / Σ_i n_i                 (DAPO's token-level loss)
+        seq-mean-token-sum:      1/|S| Σ_i Σ_t ℓ_{i,t}
+        seq-mean-token-mean:     1/|S| Σ_i (1/n_i) Σ_t ℓ_{i,t}             (GRPO, GSPO, SAPO)
+        seq-mean-token-sum-norm: 1/|S| Σ_i (1/L) Σ_t ℓ_{i,t}, L = norm_constant or R   (Dr. GRPO)
+
+    `num_tokens` / `num_seqs` replace Σ_i n_i / |S| when a mini-batch is cut into micro-batches: pass the
+    mini-batch totals so that the micro-batch losses sum to the mini-batch loss.
+    """
+    mask = mask.bool()
+    token_sums = torch.where(mask, loss_mat, 0.0).sum(-1)
+    counts = mask.sum(-1).to(loss_mat.dtype)
+    if mode == "token-mean":
+        return token_sums.sum() / (num_tokens if num_tokens is not None else counts.sum().clamp(min=1))
+    if mode == "seq-mean-token-sum":
+        per_seq = token_sums
+    elif mode == "seq-mean-token-mean":
+        per_seq = token_sums / counts.clamp(min=1)
+    elif mode == "seq-mean-token-sum-norm":
+        per_seq = token_sums / (norm_constant if norm_constant is not None else mask.shape[-1])
+    else:
+        raise AgentRLError(f"unknown loss_agg_mode {mode!r}; known: {', '.join(get_args(AggMode))}")
+    n_seqs = num_seqs if num_seqs is not None else (counts > 0).sum().clamp(min=1)
+    return per_seq.sum() / n_seqs
+
+
+def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, kind: KLType) -> Tensor:
+    """Per-token estimator of KL(π_θ ‖ π_ref) from samples of π_θ (Schulman 2020).
+
+    k1 = log π_θ − log π_ref
+    k2 = ½ (log π_θ − log π_ref)²
+    k3 = exp(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1     (≥ 0, unbiased; used by GRPO)
+    """
+    diff = (logprobs - ref_logprobs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    if kind == "k1":
+        return diff
+    if kind == "k2":
+        return 0.5 * diff**2
+    if kind == "k3":
+        return torch.exp(-diff) + diff - 1.0
+    raise AgentRLError(f"unknown kl_type {kind!r}; known: {', '.join(get_args(KLType))}")
+
+
+def tis_weights(old_logprobs: Tensor, rollout_logprobs: Tensor, cap: float) -> tuple[Tensor, Tensor]:
+    """Truncated importance-sampling weights w = min(exp(log π_old − log π_rollout), C), detached.
+
+    Returns the weights and a bool tensor marking where the cap was hit.
+    """
+    log_w = (old_logprobs - rollout_logprobs).detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    raw = torch.exp(log_w)
+    return raw.clamp(max=cap), raw > cap
+
+
+def _ratio(logprobs: Tensor, old_logprobs: Tensor) -> tuple[Tensor, Tensor]:
+    """(r, log r) with log r clamped to ±LOG_RATIO_CLAMP."""
+    log_ratio = (logprobs - old_logprobs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return torch.exp(log_ratio), log_ratio
+
+
+# --------------------------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A registered policy loss: a paper's token-level surrogate plus masking, TIS, aggregation and KL."""
+
+    name: str
+    surrogate: Surrogate
+    default_agg: AggMode
+
+    def __call__(
+        self,
+        logprobs: Tensor,
+        old_logprobs: Tensor,
+        advantages: Tensor,
+        response_mask: Tensor,
+        config: PolicyLossConfig | None = None,
+        *,
+        ref_logprobs: Tensor | None = None,
+        rollout_logprobs: Tensor | None = None,
+        num_tokens: float | None = None,
+        num_seqs: float | None = None,
+    ) -> tuple[Tensor, dict[str, float]]:
+        """Scalar loss to minimize, and float metrics (pg_loss, clipfrac, ppo_kl, kl, tis_*, ...).
+
+        Args:
+            logprobs: log π_θ of the response tokens, with gradient.
+            old_logprobs: log π_θ_old (the trainer's, before this update); detached here.
+            advantages: token-level Â [B, R] (see `algorithms.broadcast_to_tokens`); detached here.
+            response_mask: 1 for tokens the policy generated; 0 for tool/observation tokens and padding.
+            config: hyper-parameters; None: `PolicyLossConfig()`.
+            ref_logprobs: log π_ref of a frozen reference; needed when `config.kl_coef > 0`, logged otherwise.
+            rollout_logprobs: the rollout engine's logprobs; needed when `config.tis_cap` is set.
+            num_tokens, num_seqs: mini-batch denominators for micro-batching (see `aggregate`).
+        """
+        cfg = config if config is not None else PolicyLossConfig()
+        _check_inputs(logprobs, old_logprobs, advantages, response_mask, ref_logprobs, rollout_logprobs)
+        mask = response_mask.bool()
+        logp = logprobs.masked_fill(~mask, 0.0)
+        old = old_logprobs.detach().masked_fill(~mask, 0.0)
+        adv = advantages.detach().masked_fill(~mask, 0.0)
+        pg_mat, metrics = self.surrogate(logp, old, adv, mask, cfg)
+        if rollout_logprobs is not None:
+            rollout = rollout_logprobs.detach().masked_fill(~mask, 0.0)
+            metrics["rollout_logprob_abs_diff"] = masked_mean((old - rollout).abs(), mask)
+            pg_mat = _apply_tis(pg_mat, old, rollout, mask, cfg, metrics)
+        elif cfg.tis_cap is not None:
+            raise AgentRLError("tis_cap is set but no rollout_logprobs were passed; pass them or unset tis_cap")
+        mode = cfg.loss_agg_mode or self.default_agg
+        agg_kw = {"norm_constant": cfg.norm_constant, "num_tokens": num_tokens, "num_seqs": num_seqs}
+        pg_loss = aggregate(pg_mat, mask, mode, **agg_kw)
+        loss = pg_loss + _kl_term(logp, ref_logprobs, mask, mode, cfg, agg_kw, metrics)
+        metrics["pg_loss"] = pg_loss
+        metrics["loss"] = loss
+        return loss, {k: float(v.detach()) for k, v in metrics.items()}
+
+
+def _apply_tis(
+    pg_mat: Tensor,
+    old: Tensor,
+    rollout: Tensor,
+    mask: Tensor,
+    cfg: PolicyLossConfig,
+    metrics: Metrics,
+) -> Tensor:
+    if cfg.tis_cap is None:
+        return pg_mat
+    weights, capped = tis_weights(old, rollout, cfg.tis_cap)
+    metrics["tis_weight_mean"] = masked_mean(weights, mask)
+    metrics["tis_clipfrac"] = masked_mean(capped.to(weights.dtype), mask)
+    return pg_mat * weights
+
+
+def _kl_term(
+    logp: Tensor,
+    ref_logprobs: Tensor | None,
+    mask: Tensor,
+    mode: AggMode,
+    cfg: PolicyLossConfig,
+    agg_kw: dict[str, float | None],
+    metrics: Metrics,
+) -> Tensor:
+    """β · aggregate(k(log π_θ, log π_ref)); the KL is logged whenever a reference is given."""
+    if ref_logprobs is None:
+        if cfg.kl_coef > 0:
+            raise AgentRLError("kl_coef > 0 needs ref_logprobs (log-probs of the frozen reference policy)")
+        return torch.zeros((), dtype=logp.dtype, device=logp.device)
+    ref = ref_logprobs.detach().masked_fill(~mask, 0.0)
+    kl = aggregate(kl_penalty(logp, ref, cfg.kl_type), mask, mode, **agg_kw)
+    metrics["kl"] = kl
+    return cfg.kl_coef * kl if cfg.kl_coef > 0 else torch.zeros_like(kl)
+
+
+def _check_inputs(*tensors: Tensor | None) -> None:
+    shape = tensors[0].shape if tensors[0] is not None else None
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"logprobs must be [B, R], got {None if shape is None else tuple(shape)}")
+    for t in tensors[1:]:
+        if t is not None and t.shape != shape:
+            raise ValueError(f"every loss input must be [B, R] = {tuple(shape)}, got {tuple(t.shape)}")
+
+
+_REGISTRY: dict[str, PolicyLoss] = {}
+
+
+def register_loss(name: str, *, default_agg: AggMode = "token-mean") -> Callable[[Surrogate], Surrogate]:
+    """Decorator registering a token-level surrogate as the policy loss `name` (the function is unchanged)."""
+
+    def decorate(fn: Surrogate) -> Surrogate:
+        _REGISTRY[name] = PolicyLoss(name, fn, default_agg)
+        return fn
+
+    return decorate
+
+
+def known_losses() -> list[str]:
+    """Names of the registered policy losses, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_loss(name: str) -> PolicyLoss:
+    """The policy loss registered under `name`.
+
+    Raises:
+        AgentRLError: unknown name; the message lists the known ones.
+    """
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise AgentRLError(f"unknown policy loss {name!r}; known losses: {', '.join(known_losses())}") from None
+
+
+# --------------------------------------------------------------------------------------------- surrogates
+
+
+@register_loss("ppo_clip")
+def ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
+    """PPO clipped surrogate (Schulman et al. 2017, arXiv:1707.06347, Eq. 7), asymmetric as in DAPO.
+
+        ℓ_t = −min(r_t Â_t, clip(r_t, 1 − ε_low, 1 + ε_high) Â_t)
+
+    ε_high > ε_low is DAPO's "clip-higher" (Yu et al. 2025, arXiv:2503.14476, Eq. 10). Metrics: clipfrac
+    (tokens where the clipped term is active) = clipfrac_high (r > 1 + ε_high, Â > 0) + clipfrac_low
+    (r < 1 − ε_low, Â < 0); ppo_kl = mean(log π_old − log π_θ).
+    """
+    ratio, log_ratio = _ratio(logp, old_logp)
+    return _clipped_surrogate(ratio, log_ratio, adv, mask, cfg.clip_low, cfg.eps_high)
+
+
+def _clipped_surrogate(
+    ratio: Tensor,
+    log_ratio: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> SurrogateOut:
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
+    f = ratio.dtype
+    metrics: Metrics = {
+        "clipfrac": masked_mean((clipped > unclipped).to(f), mask),
+        "clipfrac_high": masked_mean(((ratio > 1.0 + eps_high) & (adv > 0)).to(f), mask),
+        "clipfrac_low": masked_mean(((ratio < 1.0 - eps_low) & (adv < 0)).to(f), mask),
+        "ppo_kl": masked_mean(-log_ratio, mask),
+        "ratio_mean": masked_mean(ratio, mask),
+    }
+    return torch.maximum(unclipped, clipped), metrics
+
+
+@register_loss("dapo")
+def dapo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
+    """DAPO's policy loss (Yu et al. 2025, arXiv:2503.14476, Eq. 8): `ppo_clip` with clip-higher
+    (ε_high = 0.28 unless `clip_high` is set) aggregated token-mean. Pair it with `sampling.py` (dynamic sampling,
+    overlong penalty) and the `grpo` advantage for the full recipe.
+    """
+    high = DAPO_CLIP_HIGH if cfg.clip_high is None else cfg.clip_high
+    return ppo_clip(logp, old_logp, adv, mask, replace(cfg, clip_high=high))
+
+
+@register_loss("dual_clip")
+def dual_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
+    """Dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games", arXiv:1912.09729, Eq. 5).
+
+        ℓ_t = ℓ^{ppo_clip}_t                          if Â_t ≥ 0
+        ℓ_t = min(ℓ^{ppo_clip}_t, −c · Â_t)           if Â_t < 0      (c > 1, e.g. 3)
+
+    For Â < 0 and a huge ratio, the PPO term −r Â is unbounded; the dual clip caps the loss at c·|Â| (zero
+    gradient there). Metric dual_clipfrac: tokens where the cap is active.
+    """
+    ratio, log_ratio = _ratio(logp, old_logp)
+    base, metrics = _clipped_surrogate(ratio, log_ratio, adv, mask, cfg.clip_low, cfg.eps_high)
+    cap = -cfg.dual_clip_c * adv
+    negative = adv < 0
+    metrics["dual_clipfrac"] = masked_mean((negative & (base > cap)).to(ratio.dtype), mask)
+    return torch.where(negative, torch.minimum(base, cap), base), metrics
+
+
+@register_loss("cispo")
+def cispo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
+    """CISPO (MiniMax-M1, arXiv:2506.13585, Eq. 4–5): clip the IS weight, not the update.
+
+        ℓ_t = −sg(r̂_t) · Â_t · log π_θ(y_t),   r̂_t = clip(r_t, 1 − ε_low, 1 + ε_high)
+
+    Every token keeps a gradient (scaled by the detached, clipped weight), unlike PPO's clip that zeroes it.
+    MiniMax-M1 sets no lower bound (a large ε_low, e.g. clip_low=1.0) and tunes only ε_high; default
+    aggregation token-mean, as in the paper. clipfrac: tokens whose weight was clipped.
+    """
+    ratio, log_ratio = _ratio(logp, old_logp)
+    weight = ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.eps_high).detach()
+    f = ratio.dtype
+    metrics: Metrics = {
+        "clipfrac": masked_mean((ratio.detach() != weight).to(f), mask),
+        "ppo_kl": masked_mean(-log_ratio, mask),
+        "ratio_mean": masked_mean(ratio, mask),
+    }
+    return -weight * adv * logp, metrics
+
+
+@register_loss("gspo", default_agg="seq-mean-token-mean")
+def gspo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
+    """GSPO-token (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv:2507.18071, Eq. 7, 13–14).
+
+        s_i     = exp( (1/|y_i|) Σ_t log(π_θ(y_{i,t}) / π_θ_old(y_{i,t})) )       (sequence-level ratio)
+        s_{i,t} = sg[s_i] · π_θ(y_{i,t}) / sg[π_θ(y_{i,t})]                        (value s_i, token gradient)
+        ℓ_{i,t} = −min(s_{i,t} Â_{i,t}, clip(s_{i,t}, 1 − ε_low, 1 + ε_high) Â_{i,t})
+
+    With ε = (seq_clip_low, seq_clip_high) and seq-mean-token-mean aggregation; when Â_{i,t} = Â_i this has
+    exactly GSPO's gradient (Eq. 11), and clipping acts on whole sequences.
+    Metrics: clipfrac (tokens), seq_clipfrac (sequences), seq_ratio_mean.
+    """
+    counts = mask.sum(-1).clamp(min=1).to(logp.dtype)
+    log_s = (torch.where(mask, logp - old_logp, 0.0).sum(-1) / counts).detach()
+    log_s_tok = (logp - logp.detach() + log_s[:, None]).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    s_tok = torch.exp(log_s_tok)
+    loss, metrics = _clipped_surrogate(s_tok, log_s_tok, adv, mask, cfg.seq_clip_low, cfg.seq_clip_high)
+    valid = mask.any(-1)
+    clipped_tokens = torch.where(mask, _clip_flag(s_tok.detach(), adv, cfg), 0.0)
+    metrics["seq_clipfrac"] = masked_mean((clipped_tokens.sum(-1) > 0).to(loss.dtype), valid)
+    metrics["seq_ratio_mean"] = masked_mean(torch.exp(log_s), valid)
+    return loss, metrics
+
+
+def _clip_flag(ratio: Tensor, adv: Tensor, cfg: PolicyLossConfig) -> Tensor:
+    high = (ratio > 1.0 + cfg.seq_clip_high) & (adv > 0)
+    low = (ratio < 1.0 - cfg.seq_clip_low) & (adv < 0)
+    return (high | low).to(ratio.dtype)
+
+
+@register_loss("sapo", default_agg="seq-mean-token-mean")
+def sapo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
+    """SAPO (Gao et al. 2025, "Soft Adaptive Policy Optimization", arXiv:2511.20347; verl's `sapo`).
+
+        f_{i,t}(r) = (4 / τ_{i,t}) · σ(τ_{i,t} (r − 1)),   τ_{i,t} = τ_pos if Â_{i,t} > 0 else τ_neg
+        ℓ_{i,t}    = −f_{i,t}(r_{i,t}) · Â_{i,t}
+
+    A smooth, temperature-controlled gate replaces the hard clip: the gradient is w · r · Â · ∇log π with
+    w = 4 σ(τ(r−1)) (1 − σ(τ(r−1))), which is 1 on-policy (r = 1) and decays smoothly off-policy (faster for
+    larger τ; τ_neg > τ_pos damps negative updates more). Default aggregation seq-mean-token-mean, as in the
+    paper's objective. Metrics: gate_weight_mean (mean w), clipfrac = 0 (there is no hard clip).
+    """
+    ratio, log_ratio = _ratio(logp, old_logp)
+    tau = torch.full_like(ratio, cfg.tau_neg).masked_fill(adv > 0, cfg.tau_pos)
+    p = torch.sigmoid(tau * (ratio - 1.0))
+    gate = p * (4.0 / tau)
+    metrics: Metrics = {
+        "clipfrac": torch.zeros((), dtype=ratio.dtype, device=ratio.device),
+        "gate_weight_mean": masked_mean((4.0 * p * (1.0 - p)).detach(), mask),
+        "ppo_kl": masked_mean(-log_ratio, mask),
+        "ratio_mean": masked_mean(ratio, mask),
+    }
+    return -gate * adv, metrics
