@@ -54,6 +54,7 @@ class PolicyEngine:
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step_count = 0
+        self.world_size = mesh.size() if mesh is not None else 1
 
     def _lr_factor(self, step: int) -> float:
         warmup = self.config.warmup_steps
@@ -81,10 +82,10 @@ class PolicyEngine:
         for rows in self._micro_batches(batch):
             logp = self._response_logprobs(batch, rows)
             loss, micro_metrics = loss_fn(logp, rows)
-            loss.backward()
+            (loss * self.world_size).backward()  # FSDP averages gradients over ranks; the loss is a global sum
             share = token_share(batch, rows)
-            for key, value in micro_metrics.items():
-                metrics[key] = metrics.get(key, 0.0) + value * share
+            for key, value in micro_metrics.items():  # losses are already parts of a sum; rates are averaged
+                metrics[key] = metrics.get(key, 0.0) + (value if key.endswith("loss") else value * share)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
         self.optimizer.step()
         self.scheduler.step()

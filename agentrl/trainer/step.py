@@ -19,9 +19,16 @@ def loss_config(cfg: TrainerConfig) -> PolicyLossConfig:
 
 
 def policy_step(
-    engine: PolicyEngine, cfg: TrainerConfig, trajectories: list[Trajectory], pad_token_id: int
+    engine: PolicyEngine,
+    cfg: TrainerConfig,
+    trajectories: list[Trajectory],
+    pad_token_id: int,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict[str, float]:
     """Compute advantages for `trajectories`, then take one optimizer step; returns train/* metrics.
+
+    With `shard=(rank, world_size)`, advantages and loss denominators are computed over all trajectories and
+    this rank trains on rows `rank::world_size` (data parallel under FSDP).
 
     `train/rollout_logprob_abs_diff` is the mean |rollout logprob − trainer logprob| over trainable tokens: the
     training-inference mismatch of the rollout engine.
@@ -29,14 +36,15 @@ def policy_step(
     if not trajectories:
         return {"train/skipped": 1.0}
     rewards, groups = rewards_and_groups(trajectories)
-    advantages = compute_advantages(cfg.advantage, rewards, groups)
-    batch = collate(trajectories, pad_token_id)
+    rank, world = shard
+    advantages = compute_advantages(cfg.advantage, rewards, groups)[rank::world]
+    num_tokens = float(sum(t.num_generated_tokens for t in trajectories))
+    num_seqs = float(len(trajectories))
+    batch = collate(trajectories[rank::world], pad_token_id)
     old_logprobs = engine.logprobs(batch)
     token_adv = broadcast_to_tokens(advantages, batch.response_mask)
     loss = get_loss(cfg.loss)
     lcfg = loss_config(cfg)
-    num_tokens = float(batch.response_mask.sum())
-    num_seqs = float(batch.response_mask.shape[0])
 
     def micro_loss(logp: torch.Tensor, rows: slice) -> tuple[torch.Tensor, dict[str, float]]:
         return loss(
