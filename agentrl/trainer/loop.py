@@ -100,7 +100,7 @@ class Trainer:
     def _log(self, metrics: dict[str, Any]) -> None:
         with (self.out / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(metrics) + "\n")
-        shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
+        shown = {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in metrics.items()}
         print(json.dumps(shown), flush=True)
 
     def _save_trajectories(self, step: int, trajectories: list[Trajectory]) -> None:
