@@ -15,6 +15,7 @@ from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.hf.app import create_app
 from agentrl.rollout.servers.hf.engine import EngineConfig, HFEngine
 from agentrl.rollout.servers.hf.request import RequestError
+from agentrl.rollout.servers.hf.sampling import apply_top_k, apply_top_p
 from agentrl.rollout.servers.hf.weights import WeightUpdateError
 
 MAX_LEN = 128
@@ -154,6 +155,16 @@ async def test_seeded_sampling_is_reproducible(engine: HFEngine) -> None:
     assert d.token_ids != a.token_ids
 
 
+def test_top_k_and_top_p_filters() -> None:
+    scores = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]]))
+    top_k = apply_top_k(scores, [2, -1])
+    assert torch.isinf(top_k[0, 2:]).all() and torch.isfinite(top_k[0, :2]).all()
+    assert torch.equal(top_k[1], scores[1])
+    top_p = apply_top_p(scores, [0.7, 1.0])
+    assert torch.isfinite(top_p[0, :2]).all() and torch.isinf(top_p[0, 2:]).all()
+    assert torch.isfinite(apply_top_p(scores, [0.1, 0.1])[:, 0]).all()  # the best token always survives
+
+
 async def test_too_long_and_invalid_prompts_are_rejected(engine: HFEngine) -> None:
     with pytest.raises(RequestError, match="maximum context length is 128"):
         await engine.generate([1] * 100, greedy(29))
@@ -232,6 +243,16 @@ def http_tokens(engine: HFEngine, text: str) -> list[int]:
     return engine.tokenizer(text, add_special_tokens=False).input_ids[-3:]
 
 
+async def test_http_abort(http: httpx.AsyncClient, engine: HFEngine) -> None:
+    body = {"prompt": PROMPTS[0], "max_tokens": 100, "temperature": 0, "request_id": "abort-me"}
+    pending = asyncio.ensure_future(http.post("/v1/completions", json=body))
+    await wait_until(lambda: engine.num_running == 1)
+    assert (await http.post("/v1/abort", json={"request_id": "abort-me"})).json() == {"aborted": 1}
+    choice = (await pending).json()["choices"][0]
+    assert choice["finish_reason"] == "abort"
+    assert (await http.post("/v1/abort", json={})).json() == {"aborted": 0}
+
+
 async def test_http_errors(http: httpx.AsyncClient) -> None:
     too_long = await http.post("/v1/completions", json={"prompt": [1] * 120, "max_tokens": 20})
     assert too_long.status_code == 400
@@ -257,5 +278,9 @@ async def test_http_weight_update_from_bytes(tokenizer) -> None:
             assert broken.status_code == 400
             missing = await http.post("/v1/weights", json={"path": "/nonexistent.safetensors", "version": 6})
             assert missing.status_code == 400 and engine.policy_version == 5
+            not_json = await http.post("/v1/weights", content=b"{", headers={"content-type": "application/json"})
+            assert not_json.status_code == 400
+            bad_version = await http.post("/v1/weights", content=body, headers={**headers, "x-policy-version": "x"})
+            assert bad_version.status_code == 400 and engine.policy_version == 5
     finally:
         engine.shutdown()

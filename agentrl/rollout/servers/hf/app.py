@@ -78,9 +78,11 @@ async def _until_done_or_disconnect(request: Request, work: Awaitable[Generation
             task.cancel()
 
 
-def _no_stream(stream: bool) -> None:
-    if stream:
+def _check_supported(body: HFCompletionRequest | ChatCompletionRequest) -> None:
+    if body.stream:
         raise RequestError("Streaming is not supported by the hf server; send `stream: false`.")
+    if body.n != 1:
+        raise RequestError("The hf server returns one choice per request (n=1); send n separate requests.")
 
 
 def create_app(engine: HFEngine, model_name: str) -> FastAPI:
@@ -107,7 +109,7 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(body: HFCompletionRequest, request: Request) -> dict[str, Any]:
-        _no_stream(body.stream)
+        _check_supported(body)
         prompt = tok(body.prompt).input_ids if isinstance(body.prompt, str) else body.prompt
         work = engine.generate(
             prompt,
@@ -121,7 +123,7 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatCompletionRequest, request: Request) -> dict[str, Any]:
-        _no_stream(body.stream)
+        _check_supported(body)
         prompt = _render_chat(tok, body)
         work = engine.generate(
             prompt,
@@ -146,20 +148,35 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
     async def update_weights(request: Request) -> dict[str, Any]:
         start = time.perf_counter()
         if request.headers.get("content-type", "").startswith("application/octet-stream"):
-            version_header = request.headers.get("x-policy-version")
-            version = int(version_header) if version_header else None
-            in_flight = request.headers.get("x-in-flight", "finish")
+            version, in_flight = _weight_headers(request)
             state = await asyncio.to_thread(read_state_dict, data=await request.body())
         else:
-            req = WeightUpdateRequest.model_validate(await request.json())
+            req = WeightUpdateRequest.model_validate(await _json_body(request))
             version, in_flight = req.version, req.in_flight
             state = await asyncio.to_thread(read_state_dict, path=req.path)
-        if in_flight not in ("finish", "abort"):
-            raise RequestError(f"in_flight must be 'finish' or 'abort', got {in_flight!r}")
         new_version = await engine.update_weights(state, version, in_flight)  # type: ignore[arg-type]
         return {"policy_version": new_version, "seconds": round(time.perf_counter() - start, 4)}
 
     return app
+
+
+def _weight_headers(request: Request) -> tuple[int | None, str]:
+    """`X-Policy-Version` (optional int) and `X-In-Flight` (finish | abort) of a raw weight upload."""
+    raw = request.headers.get("x-policy-version")
+    in_flight = request.headers.get("x-in-flight", "finish")
+    if in_flight not in ("finish", "abort"):
+        raise RequestError(f"X-In-Flight must be 'finish' or 'abort', got {in_flight!r}")
+    try:
+        return (int(raw) if raw else None), in_flight
+    except ValueError as exc:
+        raise RequestError(f"X-Policy-Version must be an integer, got {raw!r}") from exc
+
+
+async def _json_body(request: Request) -> Any:
+    try:
+        return await request.json()
+    except ValueError as exc:
+        raise RequestError(f"the body is not valid JSON: {exc}") from exc
 
 
 def _render_chat(tokenizer: Any, body: ChatCompletionRequest) -> list[int]:

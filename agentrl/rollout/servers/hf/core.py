@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from transformers import DynamicCache, PreTrainedModel
 
 from agentrl.rollout.servers.hf.kvcache import KV, PaddedBatch, check_cache_supported, get_kv
 from agentrl.rollout.servers.hf.request import Detokenizer, GenRequest
@@ -23,7 +24,7 @@ class EngineCore:
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: PreTrainedModel,
         eos_ids: frozenset[int],
         detok: Detokenizer | None = None,
         pad_id: int = 0,
@@ -35,6 +36,7 @@ class EngineCore:
         self.device = next(model.parameters()).device
         self.running: list[GenRequest] = []
         self.batch: PaddedBatch | None = None
+        check_cache_supported(DynamicCache(config=model.config))
 
     def prefill(self, reqs: Sequence[GenRequest]) -> list[GenRequest]:
         """Prefill `reqs` together, sample their first token, merge the unfinished ones; return the finished."""
@@ -47,7 +49,6 @@ class EngineCore:
             use_cache=True,
             logits_to_keep=1,
         )
-        check_cache_supported(out.past_key_values)
         finished, keep = self._sample(out.logits[:, -1, :], list(reqs))
         if keep:
             self._join(get_kv(out.past_key_values), mask, keep, [reqs[i] for i in keep])

@@ -1,32 +1,29 @@
-"""`HFEngine`: asyncio-facing continuous batching over `EngineCore`, run by one background thread.
+"""`HFEngine`: the asyncio-facing continuous-batching engine of the `hf` server.
 
-At every step boundary the engine thread retires aborted requests, applies a pending weight update once no
-request is running (admission is paused while one is pending), admits waiting requests into free batch slots
-(prefilled together), then runs one decode step for the whole running batch.
+Requests are validated here, then queued to a `Scheduler`, whose background thread runs the step loop over an
+`EngineCore` (see those modules); results come back to the caller's event loop through thread-safe futures.
+Cancelling a `generate()` call aborts its request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
-import threading
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from transformers import PreTrainedModel
 
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.hf.core import EngineCore
 from agentrl.rollout.servers.hf.loading import eos_token_ids, load_model, load_tokenizer
-from agentrl.rollout.servers.hf.request import EngineShutdownError, GenerationOutput, GenRequest, RequestError
-from agentrl.rollout.servers.hf.weights import StateDict, load_into, validate_state_dict
-
-log = logging.getLogger(__name__)
+from agentrl.rollout.servers.hf.request import GenerationOutput, GenRequest, RequestError
+from agentrl.rollout.servers.hf.scheduler import Scheduler, WeightJob
+from agentrl.rollout.servers.hf.weights import StateDict, validate_state_dict
 
 
 @dataclass
@@ -39,31 +36,18 @@ class EngineConfig:
     policy_version: int = 0
 
 
-@dataclass
-class _WeightJob:
-    state: StateDict
-    version: int | None
-    abort_in_flight: bool
-    on_done: Callable[[Any], None]
-
-
 class HFEngine:
     """Continuous-batching generation engine around a transformers causal LM (see module docstring)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any = None, config: EngineConfig | None = None) -> None:
+    def __init__(self, model: PreTrainedModel, tokenizer: Any = None, config: EngineConfig | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.config = config or EngineConfig()
+        self.config = cfg = config or EngineConfig()
         pad = getattr(tokenizer, "pad_token_id", None)
         self.core = EngineCore(model, eos_token_ids(model, tokenizer), tokenizer, pad if pad is not None else 0)
-        self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
-        self.max_model_len = int(self.config.max_model_len or model.config.max_position_embeddings)
-        self._version = self.config.policy_version
-        self._waiting: deque[GenRequest] = deque()
-        self._weight_jobs: deque[_WeightJob] = deque()
-        self._cv = threading.Condition()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
+        self.vocab_size = int(model.get_input_embeddings().weight.shape[0])  # type: ignore[operator,index]
+        self.max_model_len = int(cfg.max_model_len or model.config.max_position_embeddings)
+        self.scheduler = Scheduler(self.core, tokenizer, cfg.max_batch_size, cfg.max_prefill_tokens, cfg.policy_version)
 
     @classmethod
     def from_pretrained(
@@ -77,7 +61,7 @@ class HFEngine:
     @property
     def policy_version(self) -> int:
         """Version of the weights currently loaded."""
-        return self._version
+        return self.scheduler.version
 
     @property
     def num_running(self) -> int:
@@ -85,22 +69,15 @@ class HFEngine:
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting)
+        return len(self.scheduler.waiting)
 
     def start(self) -> None:
         """Start the engine thread (idempotent)."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="hf-engine", daemon=True)
-            self._thread.start()
+        self.scheduler.start()
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop the engine thread; unfinished requests fail with `EngineShutdownError`."""
-        with self._cv:
-            self._stopping = True
-            self._cv.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self.scheduler.stop(timeout)
 
     def check_prompt(self, prompt_ids: Sequence[int], max_tokens: int) -> None:
         """Raise `RequestError` for an empty prompt, unknown token ids, or prompt + max_tokens over the context."""
@@ -138,139 +115,34 @@ class HFEngine:
             ignore_eos=ignore_eos,
             generator=self._generator(sampling.seed),
         )
-        self.submit(req)
+        self.scheduler.submit(req)
         try:
             return await fut
         except asyncio.CancelledError:
             req.aborted = True
-            self._wake()
+            self.scheduler.wake()
             raise
-
-    def submit(self, req: GenRequest) -> None:
-        """Queue a request (thread-safe); `req.on_done` fires when it finishes."""
-        with self._cv:
-            if self._stopping:
-                raise EngineShutdownError("the engine is shut down")
-            self._waiting.append(req)
-            self._cv.notify()
 
     def abort(self, request_id: str | None = None) -> int:
         """Abort the request(s) with `request_id` (all requests if None); return how many were found."""
-        with self._cv:
-            reqs = [*self._waiting, *list(self.core.running)]
-            hits = [r for r in reqs if request_id is None or r.request_id == request_id]
-            for r in hits:
-                r.aborted = True
-            self._cv.notify()
-        return len(hits)
+        return self.scheduler.abort(request_id)
 
     async def update_weights(
         self, state: StateDict, version: int | None = None, in_flight: Literal["finish", "abort"] = "finish"
     ) -> int:
-        """Load `state` in place once in-flight requests finish (or are aborted); return the new version."""
+        """Load `state` in place once in-flight requests finish (or are aborted); return the new version.
+
+        New requests wait while the update is pending. `version=None` bumps the current version by one.
+        """
         validate_state_dict(self.model, state)
         fut, on_done = _threadsafe_future()
-        with self._cv:
-            self._weight_jobs.append(_WeightJob(state, version, in_flight == "abort", on_done))
-            self._cv.notify()
+        self.scheduler.submit_weights(WeightJob(state, version, in_flight == "abort", on_done))
         return await fut
 
     def _generator(self, seed: int | None) -> torch.Generator:
         gen = torch.Generator(device=self.core.device)
         gen.manual_seed(seed if seed is not None else random.getrandbits(63))
         return gen
-
-    def _wake(self) -> None:
-        with self._cv:
-            self._cv.notify()
-
-    def _run(self) -> None:
-        with torch.inference_mode():
-            while self._wait_for_work():
-                try:
-                    self._step()
-                except Exception as exc:
-                    log.exception("hf engine step failed")
-                    self._fail(self.core.clear(), RuntimeError(f"generation failed: {exc!r}"))
-        with self._cv:
-            pending, self._waiting = list(self._waiting), deque()
-            jobs, self._weight_jobs = list(self._weight_jobs), deque()
-        self._fail([*self.core.clear(), *pending], EngineShutdownError("the engine shut down"))
-        for job in jobs:
-            job.on_done(EngineShutdownError("the engine shut down"))
-
-    def _wait_for_work(self) -> bool:
-        with self._cv:
-            while not (self._stopping or self._waiting or self._weight_jobs or self.core.running):
-                self._cv.wait()
-            return not self._stopping
-
-    def _step(self) -> None:
-        self._retire_aborted()
-        if self._weight_jobs and self._apply_weight_job():
-            return
-        admitted = [] if self._weight_jobs else self._admit()
-        if admitted:
-            try:
-                self._complete(self.core.prefill(admitted))
-            except Exception as exc:
-                self._fail([r for r in admitted if r.finish_reason is None], RuntimeError(repr(exc)))
-                raise
-        self._complete(self.core.decode())
-
-    def _retire_aborted(self) -> None:
-        with self._cv:
-            dropped = [r for r in self._waiting if r.aborted]
-            if dropped:
-                self._waiting = deque(r for r in self._waiting if not r.aborted)
-        running = [r for r in self.core.running if r.aborted]
-        if running:
-            self.core.remove(running)
-        for req in [*dropped, *running]:
-            req.finish("abort")
-        self._complete([*dropped, *running])
-
-    def _apply_weight_job(self) -> bool:
-        """Apply the oldest weight job once nothing runs; True if one was applied."""
-        job = self._weight_jobs[0]
-        if job.abort_in_flight and self.core.running:
-            for req in self.core.running:
-                req.aborted = True
-            self._retire_aborted()
-        if self.core.running:
-            return False
-        try:
-            load_into(self.model, job.state)
-            self._version = job.version if job.version is not None else self._version + 1
-            job.on_done(self._version)
-        except Exception as exc:
-            job.on_done(exc)
-        with self._cv:
-            self._weight_jobs.popleft()
-        return True
-
-    def _admit(self) -> list[GenRequest]:
-        """Pop waiting requests that fit in the free slots and the prefill token budget."""
-        free = self.config.max_batch_size - len(self.core.running)
-        admitted: list[GenRequest] = []
-        longest = 0
-        with self._cv:
-            while self._waiting and len(admitted) < free:
-                nxt = self._waiting[0]
-                longest_if = max(longest, len(nxt.prompt_ids))
-                if admitted and longest_if * (len(admitted) + 1) > self.config.max_prefill_tokens:
-                    break
-                admitted.append(self._waiting.popleft())
-                longest = longest_if
-        return admitted
-
-    def _complete(self, reqs: Sequence[GenRequest]) -> None:
-        for req in reqs:
-            req.on_done(req.to_output(self._version, self.tokenizer))
-
-    def _fail(self, reqs: Sequence[GenRequest], exc: BaseException) -> None:
-        for req in reqs:
-            req.on_done(exc)
 
 
 def _threadsafe_future() -> tuple[asyncio.Future[Any], Callable[[Any], None]]:

@@ -45,18 +45,20 @@ class SlabLayer(DynamicLayer):
         self._k[:, :, self._end : self._end + q] = key_states
         self._v[:, :, self._end : self._end + q] = value_states
         self._end += q
-        self._refresh()
-        return self.keys, self.values
+        return self._refresh()
 
     def _grow(self, q: int) -> None:
         length = self._end - self._start
-        self._k = stack_left_padded([self.keys], length, length + q + self.reserve)
-        self._v = stack_left_padded([self.values], length, length + q + self.reserve)
+        keys, values = self._refresh()
+        self._k = stack_left_padded([keys], length, length + q + self.reserve)
+        self._v = stack_left_padded([values], length, length + q + self.reserve)
         self._start, self._end = 0, length
 
-    def _refresh(self) -> None:
-        self.keys = self._k[:, :, self._start : self._end]
-        self.values = self._v[:, :, self._start : self._end]
+    def _refresh(self) -> tuple[torch.Tensor, torch.Tensor]:
+        keys = self._k[:, :, self._start : self._end]
+        values = self._v[:, :, self._start : self._end]
+        self.keys, self.values = keys, values
+        return keys, values
 
 
 def stack_left_padded(parts: Sequence[torch.Tensor], length: int, capacity: int) -> torch.Tensor:
@@ -83,10 +85,12 @@ def get_kv(cache: Any) -> KV:
 
 
 def check_cache_supported(cache: Any) -> None:
-    """Refuse caches whose layers are not plain growing layers (sliding windows, quantized, ...)."""
+    """Refuse models whose cache layers are not plain growing layers (sliding windows, linear attention, ...)."""
     for layer in cache.layers:
         if type(layer) not in (DynamicLayer, SlabLayer):
-            raise NotImplementedError(f"hf server: cache layer {type(layer).__name__} is not supported")
+            raise NotImplementedError(
+                f"the hf server supports full-attention models only; this model's cache has {type(layer).__name__}"
+            )
 
 
 class PaddedBatch:

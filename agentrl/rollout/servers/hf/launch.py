@@ -91,7 +91,7 @@ def launch_hf_server(
     cmd += extra_args or []
     path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="agentrl-hf-", suffix=".log")[1])
     log = path.open("wb")
-    proc_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    proc_env = {"HF_HUB_OFFLINE": "1", **os.environ, **(env or {})}
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=proc_env)
     handle = HFServerHandle(process, f"http://{host}:{port}", port, path, log)
     try:

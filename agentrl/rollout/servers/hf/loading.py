@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -25,14 +25,15 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_model(path: str, dtype: str = "float32", device: str | None = None) -> torch.nn.Module:
+def load_model(path: str, dtype: str = "float32", device: str | None = None) -> PreTrainedModel:
     """Load a causal LM in eval mode on `device` with the SDPA attention implementation."""
     kwargs: dict[str, Any] = {"attn_implementation": "sdpa"}
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
     dtype_key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
     kwargs[dtype_key] = parse_dtype(dtype)
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    return model.to(device or default_device()).eval()
+    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model.to(torch.device(device or default_device()))  # type: ignore[arg-type]  # transformers' wrapper typing
+    return model.eval()
 
 
 def load_tokenizer(path: str) -> Any:

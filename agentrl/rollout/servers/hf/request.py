@@ -62,7 +62,6 @@ class GenRequest:
     finish_reason: FinishReason | None = None
     stop_reason: int | str | None = None
     text: str | None = None
-    checked_text_len: int = 0
     aborted: bool = False
 
     def append(self, token_id: int, logprob: float, top: TopLogprobs | None) -> None:

@@ -13,6 +13,7 @@ class HFCompletionRequest(CompletionRequest):
     """`POST /v1/completions`: the protocol's request plus vLLM's `ignore_eos`."""
 
     ignore_eos: bool = False
+    n: int = 1
 
     def sampling(self) -> SamplingParams:
         return to_sampling(self, self.max_tokens)
