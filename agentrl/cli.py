@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `agentrl` command."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # spinning OpenMP threads stall busy CPUs
     if os.getcwd() not in sys.path:  # dotted paths of user loops/tools resolve from the working directory
         sys.path.insert(0, os.getcwd())
     args = build_parser().parse_args(argv)
