@@ -1,11 +1,21 @@
-"""Rule-based reward components."""
+"""Rule-based reward components: plain functions `rule(inp, **kwargs) -> RewardResult` (sync or async).
+
+`RULES` maps YAML `type` names to them, in the order they are listed to users. String rules live here; math
+and numeric equivalence in `agentrl.rewards.equivalence`; tool-use and sandbox checks in
+`agentrl.rewards.agentic`.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 import string
+from collections.abc import Callable
+from typing import Any
 
+from agentrl.rewards.agentic import command_passes, tool_use
 from agentrl.rewards.base import RewardInput, RewardResult
+from agentrl.rewards.equivalence import math_equiv, numeric_match
 
 _PUNCT = str.maketrans("", "", string.punctuation)
 
@@ -15,15 +25,22 @@ def normalize(text: str) -> str:
     return " ".join(str(text).lower().translate(_PUNCT).split())
 
 
+def _references(ground_truth: Any) -> list[str]:
+    """The accepted answers: a list ground truth accepts any of its items."""
+    if isinstance(ground_truth, list | tuple):
+        return [str(g) for g in ground_truth]
+    return [str(ground_truth)]
+
+
 def exact_match(inp: RewardInput) -> RewardResult:
     """1 when the answer equals the ground truth exactly (surrounding whitespace ignored)."""
-    ok = inp.answer.strip() == str(inp.sample.ground_truth).strip()
+    ok = any(inp.answer.strip() == ref.strip() for ref in _references(inp.sample.ground_truth))
     return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
 
 
 def normalized_match(inp: RewardInput) -> RewardResult:
     """1 when the answer equals the ground truth after `normalize`."""
-    ok = normalize(inp.answer) == normalize(str(inp.sample.ground_truth))
+    ok = any(normalize(inp.answer) == normalize(ref) for ref in _references(inp.sample.ground_truth))
     return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
 
 
@@ -32,4 +49,56 @@ def regex_match(inp: RewardInput, pattern: str) -> RewardResult:
     return RewardResult(float(re.search(pattern, inp.answer) is not None), {"pattern": pattern})
 
 
-RULES = {"exact_match": exact_match, "normalized_match": normalized_match, "regex": regex_match}
+_PRESETS = {
+    "boxed": r".*\\boxed\{.+\}.*",
+    "think": r"\s*<think>.*?</think>\s*\S.*",
+    "answer_tag": r".*<answer>.+?</answer>\s*",
+}
+
+
+def format_check(
+    inp: RewardInput,
+    pattern: str | None = None,
+    preset: str | None = None,
+    json_keys: list[str] | None = None,
+    max_chars: int | None = None,
+) -> RewardResult:
+    """1 when the whole answer has the required shape, else 0; every given check must hold.
+
+    Args:
+        pattern: a regex the whole answer must match (`re.fullmatch`, `.` matching newlines).
+        preset: a named pattern: `boxed` (contains \\boxed{...}), `think` (<think>...</think> then an answer),
+            `answer_tag` (ends with <answer>...</answer>).
+        json_keys: the answer must be a JSON object holding these keys (`[]`: any JSON object).
+        max_chars: the answer must be at most this long.
+    """
+    failed: list[str] = []
+    patterns = [p for p in (pattern, _PRESETS.get(preset or "")) if p]
+    if preset and preset not in _PRESETS:
+        raise ValueError(f"unknown format preset {preset!r}; known: {', '.join(_PRESETS)}")
+    failed += [f"pattern {p!r}" for p in patterns if re.fullmatch(p, inp.answer, flags=re.DOTALL) is None]
+    if json_keys is not None:
+        try:
+            obj = json.loads(inp.answer)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            failed.append("not a JSON object")
+        elif missing := [k for k in json_keys if k not in obj]:
+            failed.append(f"missing JSON keys {missing}")
+    if max_chars is not None and len(inp.answer) > max_chars:
+        failed.append(f"longer than {max_chars} characters ({len(inp.answer)})")
+    return RewardResult(float(not failed), {"failed": failed})
+
+
+RULES: dict[str, Callable[..., Any]] = {
+    "exact_match": exact_match,
+    "normalized_match": normalized_match,
+    "regex": regex_match,
+    "math": math_equiv,
+    "numeric": numeric_match,
+    "format": format_check,
+    "tool_use": tool_use,
+    "command": command_passes,
+}
+"""Rule functions by YAML `type` (the pipeline looks names up here first, then in the component registry)."""
