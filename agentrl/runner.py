@@ -55,7 +55,7 @@ async def _rollout(cfg: AgentRLConfig) -> Path:
         manager = RolloutManager(llm, tokenizer, cfg.agent, cfg.rollout, show_progress=True)
         with (out / "trajectories.jsonl").open("w") as f:
             async for traj in manager.stream(samples):
-                rewards.score(traj, samples[traj.metadata["sample_position"]])
+                await rewards.ascore(traj, samples[traj.metadata["sample_position"]])
                 f.write(traj.to_json() + "\n")
                 trajectories.append(traj)
     summary = summarize(trajectories, time.perf_counter() - started)

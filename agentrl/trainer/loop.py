@@ -74,8 +74,7 @@ class Trainer:
         started = time.perf_counter()
         samples = self.rng.sample(self.train_samples, min(self.cfg.data.batch_size, len(self.train_samples)))
         trajectories = await self.manager.run(samples)
-        for traj in trajectories:
-            self.rewards.score(traj, samples[traj.metadata["sample_position"]])
+        await self.rewards.ascore_batch(trajectories, [samples[t.metadata["sample_position"]] for t in trajectories])
         rollout_s = time.perf_counter() - started
         trainable = [t for t in trajectories if t.num_generated_tokens > 0]
         metrics = policy_step(self.engine, self.cfg.trainer, trainable, self.tokenizer.pad_token_id or 0)
@@ -92,8 +91,8 @@ class Trainer:
         greedy = self.cfg.rollout.model_copy(update={"temperature": 0.0, "n": 1})
         manager = RolloutManager(self.manager.llm, self.tokenizer, self.cfg.agent, greedy)
         trajectories = await manager.run(self.eval_samples)
-        for traj in trajectories:
-            self.rewards.score(traj, self.eval_samples[traj.metadata["sample_position"]])
+        positions = [t.metadata["sample_position"] for t in trajectories]
+        await self.rewards.ascore_batch(trajectories, [self.eval_samples[p] for p in positions])
         rewards = [t.reward or 0.0 for t in trajectories]
         self._log({"step": step, "eval/reward_mean": sum(rewards) / max(len(rewards), 1)})
 
