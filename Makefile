@@ -23,7 +23,7 @@ unit: venv
 	$(PY) -m pytest tests/unit -q
 
 quickstart: setup
-	$(VENV)/bin/agentrl rollout recipe=quickstart
+	$(VENV)/bin/agentrl train recipe=quickstart
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -44,6 +44,13 @@ def normalized_match(inp: RewardInput) -> RewardResult:
     return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
 
 
+def contains(inp: RewardInput) -> RewardResult:
+    """1 when a reference appears as whole words in the answer (after `normalize`): partial credit for shaping."""
+    answer = f" {normalize(inp.answer)} "
+    ok = any(f" {normalize(ref)} " in answer for ref in _references(inp.sample.ground_truth))
+    return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
+
+
 def regex_match(inp: RewardInput, pattern: str) -> RewardResult:
     """1 when `pattern` matches somewhere in the answer."""
     return RewardResult(float(re.search(pattern, inp.answer) is not None), {"pattern": pattern})
@@ -95,6 +102,7 @@ RULES: dict[str, Callable[..., Any]] = {
     "exact_match": exact_match,
     "normalized_match": normalized_match,
     "regex": regex_match,
+    "contains": contains,
     "math": math_equiv,
     "numeric": numeric_match,
     "format": format_check,

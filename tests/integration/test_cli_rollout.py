@@ -46,4 +46,4 @@ def test_quickstart_recipe_rollout_scores(hf_server_url, tmp_path):
     assert code == 0
     trajs = read(tmp_path)
     assert len(trajs) == 16
-    assert all(t.reward is not None and "exact" in t.reward_components for t in trajs)
+    assert all(t.reward is not None and {"exact", "contains"} <= set(t.reward_components) for t in trajs)

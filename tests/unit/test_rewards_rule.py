@@ -78,3 +78,10 @@ def test_loop_reward_kept_without_components():
     t = traj("x")
     t.reward = 0.25
     assert RewardPipeline(RewardConfig()).score(t, sample("y")) == 0.25
+
+
+@pytest.mark.parametrize(("answer", "score"), [("Apple", 1.0), ("Sure: apple!", 1.0), ("pineapple", 0.0), ("", 0.0)])
+def test_contains_whole_words(answer, score):
+    t = traj(answer)
+    RewardPipeline(RewardConfig(components=[{"name": "c", "type": "contains"}])).score(t, sample("apple"))
+    assert t.reward == score
