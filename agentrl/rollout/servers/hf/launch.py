@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,12 +13,7 @@ from typing import IO
 
 import httpx
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on `host`."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+from agentrl.rollout.servers.process import free_port
 
 
 @dataclass
