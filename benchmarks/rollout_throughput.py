@@ -125,7 +125,8 @@ def make_prompts(n: int, length: int, seed: int = 0, low: int = 1000, high: int 
 
 def sampling_for(settings: Settings, index: int, max_tokens: int | None = None) -> SamplingParams:
     """The sampling of request `index`: temperature 1.0, seed `settings.seed + index`."""
-    return SamplingParams(temperature=1.0, max_tokens=max_tokens or settings.max_tokens, seed=settings.seed + index)
+    tokens = max_tokens or settings.max_tokens
+    return SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_tokens=tokens, seed=settings.seed + index)
 
 
 def extra_body(settings: Settings) -> dict[str, Any]:
