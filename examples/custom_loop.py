@@ -5,7 +5,7 @@ agentrl rollout data.eval_files=[examples/guess_number.jsonl] agent.name=example
 
 import re
 
-from agentrl.loops.base import AgentLoopBase, register_loop
+from agentrl.loops import AgentLoopBase, register_loop
 from agentrl.types import Message, StopReason
 
 

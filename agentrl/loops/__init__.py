@@ -1,1 +1,19 @@
-"""agentrl.loops"""
+"""Agent loops: subclass `AgentLoopBase`, register it, and the `RolloutManager` runs it concurrently."""
+
+from agentrl.loops.base import AgentLoopBase, get_loop_class, known_loops, register_loop
+from agentrl.loops.context import AgentContext, Budgets, StopLoop, Turn
+from agentrl.loops.interaction import Interaction
+from agentrl.loops.manager import RolloutManager
+
+__all__ = [
+    "AgentContext",
+    "AgentLoopBase",
+    "Budgets",
+    "Interaction",
+    "RolloutManager",
+    "StopLoop",
+    "Turn",
+    "get_loop_class",
+    "known_loops",
+    "register_loop",
+]
