@@ -11,24 +11,9 @@ from agentrl.config import TrainerConfig
 from agentrl.trainer.engine import PolicyEngine
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
+from tests.tiny_models import tiny_llama as tiny_model
 
 pytestmark = pytest.mark.integration
-
-
-def tiny_model():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(cfg).float()
 
 
 def trajectories():

@@ -2,27 +2,13 @@ import copy
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from agentrl.config import TrainerConfig
 from agentrl.trainer.batch import collate
 from agentrl.trainer.engine import EngineConfig, PolicyEngine
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
-
-
-def tiny_model(seed=0):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(cfg).float()
+from tests.tiny_models import tiny_llama as tiny_model
 
 
 def traj(prompt, response, group="g", reward=0.0, tool=None):

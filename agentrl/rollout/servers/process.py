@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import httpx
 
@@ -190,3 +190,69 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     """Send `sig` to process group `pgid`, ignoring a group that is already gone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def apply_overrides(config: Any, overrides: Mapping[str, Any]) -> None:
+    """Set dataclass config fields from keyword overrides (None leaves a field as it is)."""
+    for key, value in overrides.items():
+        if not hasattr(config, key):
+            raise TypeError(f"unknown {type(config).__name__} field {key!r}")
+        if value is not None:
+            setattr(config, key, value)
+
+
+class ManagedServer:
+    """An engine's HTTP server, launched here (with a `ServerProcess`) or already running (`connect`).
+
+    Attributes:
+        base_url: `http://host:port` of the server (also `url`).
+        model_path: The served model folder, when known.
+        policy_version: Version of the weights being served, as set by the backend's `update_weights`.
+    """
+
+    def __init__(self, base_url: str, *, model_path: str | None = None, process: ServerProcess | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.model_path = model_path
+        self.process = process
+        self.policy_version = 0
+
+    @property
+    def url(self) -> str:  # alias of `base_url`
+        return self.base_url
+
+    @classmethod
+    def start_process(
+        cls,
+        cmd: Sequence[str],
+        *,
+        host: str,
+        port: int,
+        model_path: str,
+        env: Mapping[str, str],
+        log_path: str | None,
+        name: str,
+        startup_timeout: float,
+    ) -> Self:
+        """Run `cmd` and return the server once its `/health` answers (`ServerStartError` with its log if not)."""
+        process = ServerProcess(cmd, env=env, log_path=log_path, name=name)
+        process.start()
+        server = cls(f"http://{host}:{port}", model_path=model_path, process=process)
+        process.wait_healthy(server.base_url, startup_timeout)
+        return server
+
+    @classmethod
+    def connect(cls, url: str, *, model_path: str | None = None, timeout: float = 60.0) -> Self:
+        """Use a running server; `model_path` (its model folder) enables checks of weight updates."""
+        wait_for_health(url.rstrip("/"), timeout)
+        return cls(url, model_path=model_path)
+
+    def stop(self) -> None:
+        """Stop the server if it was launched here (a connected server is left running)."""
+        if self.process is not None:
+            self.process.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

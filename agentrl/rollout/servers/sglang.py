@@ -27,7 +27,7 @@ import httpx
 from agentrl.rollout.client import TokenOutput
 from agentrl.rollout.errors import ProtocolError
 from agentrl.rollout.protocol import SamplingParams
-from agentrl.rollout.servers.process import ServerProcess, free_port, wait_for_health
+from agentrl.rollout.servers.process import ManagedServer, apply_overrides, free_port
 from agentrl.rollout.servers.vllm import as_weights_folder
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def build_command(python: str, model: str, port: int, host: str, cfg: SGLangConf
     return cmd + list(cfg.extra_args)
 
 
-class SGLangServer:
+class SGLangServer(ManagedServer):
     """An SGLang server, launched here (`launch`) or already running (`connect`).
 
     Attributes:
@@ -140,16 +140,6 @@ class SGLangServer:
         model_path: The served model folder, when known (its config goes along with new weights).
         policy_version: Version of the weights being served, as set by `update_weights`.
     """
-
-    def __init__(self, base_url: str, *, model_path: str | None = None, process: ServerProcess | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.model_path = model_path
-        self.process = process
-        self.policy_version = 0
-
-    @property
-    def url(self) -> str:  # alias of `base_url`
-        return self.base_url
 
     @classmethod
     def launch(
@@ -165,26 +155,21 @@ class SGLangServer:
         from agentrl.models import resolve_model
 
         cfg = config or SGLangConfig()
-        for key, value in overrides.items():
-            if not hasattr(cfg, key):
-                raise TypeError(f"unknown SGLangConfig field {key!r}")
-            if value is not None:
-                setattr(cfg, key, value)
+        apply_overrides(cfg, overrides)
         model_path = resolve_model(model)
         port = port or free_port(host)
         python = cfg.python or os.environ.get("AGENTRL_SGLANG_PYTHON") or sys.executable
         cmd = build_command(python, model_path, port, host, cfg)
-        process = ServerProcess(cmd, env={"HF_HUB_OFFLINE": "1", **cfg.env}, log_path=cfg.log_path, name="sglang")
-        process.start()
-        server = cls(f"http://{host}:{port}", model_path=model_path, process=process)
-        process.wait_healthy(server.base_url, cfg.startup_timeout)
-        return server
-
-    @classmethod
-    def connect(cls, url: str, *, model_path: str | None = None, timeout: float = 60.0) -> Self:
-        """Use a running SGLang server."""
-        wait_for_health(url.rstrip("/"), timeout)
-        return cls(url, model_path=model_path)
+        return cls.start_process(
+            cmd,
+            host=host,
+            port=port,
+            model_path=model_path,
+            env={"HF_HUB_OFFLINE": "1", **cfg.env},
+            log_path=cfg.log_path,
+            name="sglang",
+            startup_timeout=cfg.startup_timeout,
+        )
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams, timeout: float = 600.0) -> TokenOutput:
         """One completion through `/generate`: the same contract as `LLMClient.generate`."""
@@ -232,11 +217,6 @@ class SGLangServer:
             source = Path(self.model_path) / name
             if source.is_file():
                 (folder / name).symlink_to(source)
-
-    def stop(self) -> None:
-        """Stop the server if it was launched here."""
-        if self.process is not None:
-            self.process.stop()
 
     def __enter__(self) -> Self:
         return self

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import httpx
 
 from agentrl.errors import AgentRLError
-from agentrl.rollout.servers.process import ServerProcess, free_port, wait_for_health
+from agentrl.rollout.servers.process import ManagedServer, ServerProcess, apply_overrides, free_port
 
 if TYPE_CHECKING:
     import torch
@@ -115,7 +115,7 @@ def build_env(cfg: VLLMConfig) -> dict[str, str]:
     return {**env, **kept, **cfg.env}
 
 
-class VLLMServer:
+class VLLMServer(ManagedServer):
     """A vLLM server, launched here (`launch`) or already running (`connect`).
 
     Attributes:
@@ -125,15 +125,8 @@ class VLLMServer:
     """
 
     def __init__(self, base_url: str, *, model_path: str | None = None, process: ServerProcess | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.model_path = model_path
-        self.process = process
-        self.policy_version = 0
+        super().__init__(base_url, model_path=model_path, process=process)
         self._expected: dict[str, list[int]] | None = None
-
-    @property
-    def url(self) -> str:  # alias of `base_url`
-        return self.base_url
 
     @classmethod
     def launch(
@@ -153,25 +146,20 @@ class VLLMServer:
         from agentrl.models import resolve_model
 
         cfg = config or VLLMConfig()
-        for key, value in overrides.items():
-            if not hasattr(cfg, key):
-                raise TypeError(f"unknown VLLMConfig field {key!r}")
-            if value is not None:
-                setattr(cfg, key, value)
+        apply_overrides(cfg, overrides)
         model_path = resolve_model(model)
         port = port or free_port(host)
         cmd = build_command(vllm_python(cfg.python), model_path, port, host, cfg)
-        process = ServerProcess(cmd, env=build_env(cfg), log_path=cfg.log_path, name="vllm")
-        process.start()
-        server = cls(f"http://{host}:{port}", model_path=model_path, process=process)
-        process.wait_healthy(server.base_url, cfg.startup_timeout)
-        return server
-
-    @classmethod
-    def connect(cls, url: str, *, model_path: str | None = None, timeout: float = 60.0) -> Self:
-        """Use a running vLLM server; `model_path` (its model folder) enables checks of weight updates."""
-        wait_for_health(url.rstrip("/"), timeout)
-        return cls(url, model_path=model_path)
+        return cls.start_process(
+            cmd,
+            host=host,
+            port=port,
+            model_path=model_path,
+            env=build_env(cfg),
+            log_path=cfg.log_path,
+            name="vllm",
+            startup_timeout=cfg.startup_timeout,
+        )
 
     def update_weights(
         self,
@@ -211,22 +199,11 @@ class VLLMServer:
                     http.post("/resume")
         self.policy_version = version
 
-    def stop(self) -> None:
-        """Stop the server if it was launched here (a connected server is left running)."""
-        if self.process is not None:
-            self.process.stop()
-
     def _expected_tensors(self) -> dict[str, list[int]] | None:
         """Names and shapes of the served model's tensors, when its folder is known."""
         if self._expected is None and self.model_path is not None:
             self._expected = folder_tensors(Path(self.model_path))
         return self._expected
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def as_weights_folder(
