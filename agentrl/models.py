@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ from agentrl.errors import AgentRLError, ModelNotFoundError
 
 if TYPE_CHECKING:
     import torch
+
+_LOAD_LOCK = threading.Lock()
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 ALIASES = frozenset({"default", "smollm2-135m-instruct", "huggingfacetb/smollm2-135m-instruct"})
@@ -130,7 +133,7 @@ def _convert(gguf: Path, out: Path) -> torch.Tensor:
         tokenizer.chat_template = CHATML_TEMPLATE
     if hasattr(transformers, "GgufConfig"):  # newer transformers can keep GGUF blocks packed; we want dense
         kwargs["quantization_config"] = transformers.GgufConfig(dequantize=True)
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
+    model = from_pretrained(transformers.AutoModelForCausalLM, gguf.parent, dtype=torch.float32, **kwargs)
     quantizer: Any = getattr(model, "hf_quantizer", None)
     if quantizer is not None:  # the weights are dense; drop the GGUF marker, else save_pretrained refuses
         quantizer.remove_quantization_config(model)
@@ -245,6 +248,18 @@ def load_tokenizer(spec: str, cache_dir: str | Path | None = None) -> Any:
     return AutoTokenizer.from_pretrained(resolve_model(spec, cache_dir), local_files_only=True)
 
 
+def from_pretrained(auto_class: Any, *args: Any, **kwargs: Any) -> Any:
+    """`auto_class.from_pretrained(*args, **kwargs)`, one load at a time in this process.
+
+    While it loads, transformers swaps globals (`PreTrainedModel.tie_weights`, the `torch.nn.init` functions) and
+    puts them back afterwards. Two loads in parallel threads (reward components load in worker threads) can
+    restore each other's patches, leaving `tie_weights` a no-op for every later load: tied heads then stay on
+    the meta device. Every model load in agentrl goes through here.
+    """
+    with _LOAD_LOCK:
+        return auto_class.from_pretrained(*args, **kwargs)
+
+
 def load_model(
     spec: str,
     dtype: torch.dtype | str = "float32",
@@ -256,7 +271,7 @@ def load_model(
     from transformers import AutoModelForCausalLM
 
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    model: Any = AutoModelForCausalLM.from_pretrained(resolve_model(spec, cache_dir), dtype=dtype)
+    model: Any = from_pretrained(AutoModelForCausalLM, resolve_model(spec, cache_dir), dtype=dtype)
     return model.to(device).eval()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrl.models import from_pretrained
 from agentrl.rewards.base import RewardComponent, RewardError, RewardInput, RewardResult
 from agentrl.rewards.hf import LazyModel, chunks, resolve_device, resolve_dtype
 
@@ -49,8 +50,8 @@ class SequenceClassifierScorer:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         tokenizer.padding_side = "right"  # positions of real tokens stay those of the unpadded sequence
         tokenizer.truncation_side = "left"
-        model = AutoModelForSequenceClassification.from_pretrained(
-            self.model_name, dtype=resolve_dtype(self.dtype, device)
+        model = from_pretrained(
+            AutoModelForSequenceClassification, self.model_name, dtype=resolve_dtype(self.dtype, device)
         )
         model.config.pad_token_id = tokenizer.pad_token_id
         return tokenizer, model.to(device).eval()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import AgentRLError
+from agentrl.models import from_pretrained
 from agentrl.rewards.base import RewardComponent, RewardInput, RewardResult
 from agentrl.rewards.hf import LazyModel, chunks, resolve_device
 
@@ -53,7 +54,7 @@ class SentenceEncoder:
 
         path = encoder_path(self.model_name)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModel.from_pretrained(path).to(resolve_device(self.device)).eval()
+        model = from_pretrained(AutoModel, path).to(resolve_device(self.device)).eval()
         return tokenizer, model
 
     async def aencode(self, texts: list[str], batch_size: int = 32) -> list[list[float]]:

@@ -8,6 +8,8 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from agentrl.models import from_pretrained
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -31,7 +33,7 @@ def load_model(path: str, dtype: str = "float32", device: str | None = None) -> 
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
     dtype_key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
     kwargs[dtype_key] = parse_dtype(dtype)
-    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model: PreTrainedModel = from_pretrained(AutoModelForCausalLM, path, **kwargs)
     model.to(torch.device(device or default_device()))  # type: ignore[arg-type]  # transformers' wrapper typing
     return model.eval()
 
