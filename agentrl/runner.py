@@ -15,7 +15,7 @@ from pathlib import Path
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import load_datasets
 from agentrl.errors import AgentRLError
-from agentrl.loops.manager import RolloutManager
+from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.rollout.serve import rollout_servers
 from agentrl.types import Sample, Trajectory
@@ -51,8 +51,11 @@ async def _rollout(cfg: AgentRLConfig) -> Path:
     rewards = RewardPipeline(cfg.reward)
     trajectories: list[Trajectory] = []
     started = time.perf_counter()
-    async with rollout_servers(cfg, model_path) as urls, LLMClient(urls, timeout=cfg.rollout.request_timeout_s) as llm:
-        manager = RolloutManager(llm, tokenizer, cfg.agent, cfg.rollout, show_progress=True)
+    async with (
+        rollout_servers(cfg, model_path) as urls,
+        LLMClient(urls, timeout=cfg.rollout.request_timeout_s) as llm,
+        rollout_session(cfg, llm, tokenizer, show_progress=True, run_id=out.name) as manager,
+    ):
         with (out / "trajectories.jsonl").open("w") as f:
             async for traj in manager.stream(samples):
                 await rewards.ascore(traj, samples[traj.metadata["sample_position"]])

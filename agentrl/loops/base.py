@@ -42,6 +42,8 @@ class AgentLoopBase(ABC):
     """
 
     uses_tools: bool = False
+    run_config: Any = None
+    """The whole run's `AgentRLConfig` when run by `agentrl rollout/train` (None in bare use)."""
 
     def __init__(self, config: AgentConfig | None = None, **kwargs: Any):
         self.config = config or AgentConfig()

@@ -8,6 +8,7 @@ reason; it never cancels its siblings.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +36,8 @@ class RolloutManager:
         setup_context: optional async/sync hook called on each new context (attach tools, sandbox, env).
         teardown_context: optional hook called when a trajectory ends, even on failure (release resources).
         show_progress: draw a progress bar.
+        run_config: the whole run's `AgentRLConfig`, set on each loop as `loop.run_config` (for loops that read
+            sections other than `agent:`, e.g. `env:`).
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class RolloutManager:
         setup_context: ContextHook | None = None,
         teardown_context: ContextHook | None = None,
         show_progress: bool = False,
+        run_config: Any = None,
     ):
         self.llm = llm
         self.tokenizer = tokenizer
@@ -54,7 +58,14 @@ class RolloutManager:
         self.setup_context = setup_context
         self.teardown_context = teardown_context
         self.show_progress = show_progress
+        self.run_config = run_config
         self._loops: dict[str, AgentLoopBase] = {}
+
+    def with_rollout(self, rollout: RolloutConfig) -> RolloutManager:
+        """A manager sharing this one's client, hooks and loops, with other sampling settings (e.g. greedy eval)."""
+        sibling = copy.copy(self)
+        sibling.rollout = rollout
+        return sibling
 
     async def run(self, samples: list[Sample], n: int | None = None) -> list[Trajectory]:
         """All trajectories, ordered by (sample, sample_index)."""
@@ -124,7 +135,9 @@ class RolloutManager:
 
     def _loop(self, name: str) -> AgentLoopBase:
         if name not in self._loops:
-            self._loops[name] = get_loop_class(name)(self.agent)
+            loop = get_loop_class(name)(self.agent)
+            loop.run_config = self.run_config
+            self._loops[name] = loop
         return self._loops[name]
 
     def _context(self, sample: Sample, traj: Trajectory) -> AgentContext:

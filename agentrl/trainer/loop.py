@@ -19,7 +19,7 @@ import torch
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import load_datasets
 from agentrl.errors import AgentRLError
-from agentrl.loops.manager import RolloutManager
+from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.batch import collate
 from agentrl.trainer.engine import EngineConfig, PolicyEngine
@@ -59,9 +59,13 @@ class Trainer:
         model_path = resolve_model(self.cfg.model)
         self.tokenizer = load_tokenizer(model_path)
         self.engine = PolicyEngine(load_model(model_path), _engine_config(self.cfg))
-        async with rollout_servers(self.cfg, model_path) as urls, LLMClient(urls) as llm:
+        async with (
+            rollout_servers(self.cfg, model_path) as urls,
+            LLMClient(urls, timeout=self.cfg.rollout.request_timeout_s) as llm,
+            rollout_session(self.cfg, llm, self.tokenizer, run_id=self.out.name) as manager,
+        ):
             self.sync = WeightSync(list(urls), router=llm.router)
-            self.manager = RolloutManager(llm, self.tokenizer, self.cfg.agent, self.cfg.rollout)
+            self.manager = manager
             await self._evaluate(0)
             for step in range(1, self.cfg.trainer.steps + 1):
                 await self._step(step)
@@ -89,7 +93,7 @@ class Trainer:
         if not self.eval_samples:
             return
         greedy = self.cfg.rollout.model_copy(update={"temperature": 0.0, "n": 1})
-        manager = RolloutManager(self.manager.llm, self.tokenizer, self.cfg.agent, greedy)
+        manager = self.manager.with_rollout(greedy)
         trajectories = await manager.run(self.eval_samples)
         positions = [t.metadata["sample_position"] for t in trajectories]
         await self.rewards.ascore_batch(trajectories, [self.eval_samples[p] for p in positions])
