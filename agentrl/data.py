@@ -39,6 +39,19 @@ def load_datasets(paths: list[str]) -> list[Sample]:
     return [s for p in paths for s in load_samples(p)]
 
 
+def run_samples(cfg: Any, split: str) -> list[Sample]:
+    """The samples of a run's `train` or `eval` split (`data.train_files` / `data.eval_files`).
+
+    Returns an empty list for an eval split without files; raises `DatasetError` for a train split without data.
+    """
+    if split not in ("train", "eval"):
+        raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
+    files = cfg.data.train_files if split == "train" else cfg.data.eval_files
+    if not files and split == "train":
+        raise DatasetError("data.train_files is empty: training needs data (JSONL or Parquet files)")
+    return load_datasets(files)
+
+
 def _read_rows(path: Path) -> Iterator[Any]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):

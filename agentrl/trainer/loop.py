@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from agentrl.config.schema import AgentRLConfig
-from agentrl.data import load_datasets
+from agentrl.data import run_samples
 from agentrl.errors import AgentRLError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
@@ -25,7 +25,7 @@ from agentrl.trainer.batch import collate
 from agentrl.trainer.engine import EngineConfig, PolicyEngine
 from agentrl.trainer.step import policy_step
 from agentrl.trainer.sync import WeightSync
-from agentrl.types import Sample, Trajectory
+from agentrl.types import Trajectory
 
 
 def train(cfg: AgentRLConfig) -> Path:
@@ -45,8 +45,8 @@ class Trainer:
 
         self.cfg = cfg
         self.out = output_dir(cfg, "train")
-        self.train_samples = _load(cfg.data.train_files, "data.train_files")
-        self.eval_samples = load_datasets(cfg.data.eval_files) if cfg.data.eval_files else []
+        self.train_samples = run_samples(cfg, "train")
+        self.eval_samples = run_samples(cfg, "eval")
         self.rewards = RewardPipeline(cfg.reward)
         self.rng = random.Random(cfg.seed)
         torch.manual_seed(cfg.seed)
@@ -112,12 +112,6 @@ class Trainer:
         with gzip.open(folder / f"step_{step:04d}.jsonl.gz", "wt") as f:
             for traj in trajectories:
                 f.write(traj.to_json() + "\n")
-
-
-def _load(files: list[str], key: str) -> list[Sample]:
-    if not files:
-        raise AgentRLError(f"{key} is empty: training needs data (JSONL or Parquet files)")
-    return load_datasets(files)
 
 
 def _engine_config(cfg: AgentRLConfig) -> EngineConfig:
