@@ -101,6 +101,14 @@ class EnvConfig(_Section):
     num_eval_seeds: int = Field(16, ge=0, description="held-out episodes generated from seeds")
 
 
+class LoggingConfig(_Section):
+    tensorboard: bool = Field(True, description="write TensorBoard event files to <run dir>/tensorboard")
+    wandb_project: str | None = Field(None, description="log to this Weights & Biases project (needs wandb)")
+    wandb_entity: str | None = Field(None, description="W&B team or user; None: your default entity")
+    mlflow_tracking_uri: str | None = Field(None, description="log to this MLflow tracking server or folder")
+    mlflow_experiment: str = Field("agentrl", description="MLflow experiment name")
+
+
 class AgentRLConfig(_Section):
     """The whole configuration of a run: defaults ← recipe ← command-line overrides."""
 
@@ -116,3 +124,4 @@ class AgentRLConfig(_Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
