@@ -67,6 +67,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return serve_from_overrides(args.overrides)
 
 
+def _cmd_view(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentrl.viewer import build_viewer, serve
+
+    tokenizer = None if args.tokenizer in ("none", "") else args.tokenizer
+    page = build_viewer(Path(args.run_dir), Path(args.out) if args.out else None, tokenizer=tokenizer)
+    print(f"viewer written to {page}")
+    if args.serve:
+        serve(page, args.port)
+    return 0
+
+
 def _not_yet(feature: str, issue: int) -> Callable[[argparse.Namespace], int]:
     def run(_: argparse.Namespace) -> int:
         raise AgentRLError(f"`agentrl {feature}` is not available yet (tracked in issue {issue}).")
@@ -91,8 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     ]:
         add(name, help_, handler).add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
 
-    view = add("view", "build the HTML viewer of a run directory", _not_yet("view", 11))
-    view.add_argument("run_dir")
+    view = add("view", "build the HTML viewer of a run directory", _cmd_view)
+    view.add_argument("run_dir", help="run directory, folder of runs, or trajectories .jsonl(.gz) file")
+    view.add_argument("--out", default=None, help="HTML file (or folder) to write; default RUN_DIR/index.html")
+    view.add_argument("--tokenizer", default="auto", help="auto (the run's model), none, or a model")
+    view.add_argument("--serve", action="store_true", help="also serve the page on http://127.0.0.1:PORT/")
+    view.add_argument("--port", type=int, default=8000, help="port for --serve (default 8000)")
 
     config = add("config", "show the resolved configuration", _cmd_config)
     config.add_argument("action", choices=["show"])
