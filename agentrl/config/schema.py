@@ -90,6 +90,30 @@ class TrainerConfig(_Section):
     micro_batch_tokens: int = Field(8192, ge=1, description="token budget of one micro-batch")
     eval_every: int = Field(0, ge=0, description="evaluate every k steps; 0 disables")
     save_every: int = Field(0, ge=0, description="checkpoint every k steps; 0 disables")
+    # policy engine: reference/KL, LoRA, precision and memory (agentrl.trainer.backend)
+    use_reference: bool = Field(False, description="frozen initial policy for train/kl (implied by kl_coef > 0)")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator of the penalty (k3: GRPO's)")
+    lora_rank: int = Field(0, ge=0, description="LoRA rank (peft); 0 trains all weights")
+    lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha; adapters are scaled by alpha / rank")
+    lora_target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="module names that get LoRA adapters; ['all-linear'] for every linear layer but the head",
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="compute dtype (weights and optimizer stay fp32); auto: bf16 on GPU, fp32 on CPU"
+    )
+    gradient_checkpointing: bool = Field(False, description="recompute activations in backward to save memory")
+
+
+class RayConfig(_Section):
+    """Where trainer ranks run when trainer.num_ranks > 1 (one Ray actor per rank)."""
+
+    address: str | None = Field(None, description="Ray cluster to join ('auto', 'ray://host:10001'); None: start one")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a locally started Ray; None: all of this machine's")
+    num_cpus_per_rank: float = Field(1.0, gt=0, description="CPUs reserved by each trainer rank actor")
+    num_gpus_per_rank: float | None = Field(
+        None, ge=0, description="GPUs of each trainer rank; None: 1 when the cluster has GPUs, else 0"
+    )
 
 
 class EnvConfig(_Section):
@@ -123,5 +147,6 @@ class AgentRLConfig(_Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)

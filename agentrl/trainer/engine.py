@@ -2,17 +2,19 @@
 
 One engine per rank. With a device mesh of more than one rank, every decoder layer and then the whole model are
 wrapped with `fully_shard` (FSDP2) over a torch.distributed group (gloo on CPU, nccl on GPU); each rank gets its
-own rows of the batch and gradients are averaged across ranks.
+own rows of the batch and gradients are averaged across ranks. Every rank runs the same number of micro-batches
+(FSDP2 gathers parameters collectively in each forward), padding with zero-weight ones where it has fewer rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
 
+from agentrl.config.schema import TrainerConfig
 from agentrl.trainer.batch import PaddedBatch
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
@@ -20,7 +22,12 @@ LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
 @dataclass
 class EngineConfig:
-    """Optimizer and memory settings of the policy engine."""
+    """Optimizer and memory settings of the policy engine.
+
+    Attributes:
+        dtype: compute dtype of forward/backward (autocast); master weights and optimizer state stay in the
+            model's dtype. "auto": bfloat16 on GPU, float32 on CPU.
+    """
 
     lr: float = 1e-6
     weight_decay: float = 0.0
@@ -32,11 +39,24 @@ class EngineConfig:
     gradient_checkpointing: bool = False
 
 
+def engine_config(cfg: TrainerConfig) -> EngineConfig:
+    """The engine settings of a run's trainer config."""
+    return EngineConfig(
+        lr=cfg.lr,
+        warmup_steps=cfg.warmup_steps,
+        total_steps=cfg.steps,
+        grad_clip=cfg.grad_clip,
+        micro_batch_tokens=cfg.micro_batch_tokens,
+        dtype=cfg.dtype,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+    )
+
+
 class PolicyEngine:
     """Teacher-forced logprobs and policy-gradient steps for a causal LM.
 
     Args:
-        model: a transformers causal LM (already on its device).
+        model: a transformers causal LM (or a peft model around one), already on its device.
         config: optimizer/memory settings.
         mesh: a 1-D `DeviceMesh` to shard over with FSDP2; None trains unsharded (one rank).
     """
@@ -45,26 +65,32 @@ class PolicyEngine:
         self.config = config or EngineConfig()
         self.mesh = mesh
         self.model = model
+        self.device = next(model.parameters()).device
         if self.config.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-        if mesh is not None and mesh.size() > 1:
-            _shard(model, mesh)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.world_size = mesh.size() if mesh is not None else 1
+        if self.world_size > 1:
+            shard_model(model, mesh)
         self.optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=self.config.lr, weight_decay=self.config.weight_decay
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step_count = 0
-        self.world_size = mesh.size() if mesh is not None else 1
 
     def _lr_factor(self, step: int) -> float:
         warmup = self.config.warmup_steps
         return min(1.0, (step + 1) / warmup) if warmup else 1.0
 
     @torch.no_grad()
-    def logprobs(self, batch: PaddedBatch) -> torch.Tensor:
-        """Per-token logprobs of the response tokens, [B, R] (0 on padding)."""
-        self.model.eval()
-        parts = [self._response_logprobs(batch, rows) for rows in self._micro_batches(batch)]
+    def logprobs(self, batch: PaddedBatch, model: torch.nn.Module | None = None) -> torch.Tensor:
+        """Per-token logprobs of the response tokens, [B, R] (0 on padding), by `model` (default: the policy)."""
+        model = model if model is not None else self.model
+        model.eval()
+        parts = []
+        for rows, real in self.micro_batches(batch):
+            logp = response_logprobs(model, batch, rows, self.compute_dtype)  # padding ones still run (FSDP)
+            if real:
+                parts.append(logp)
         return torch.cat(parts, dim=0)
 
     def train_step(self, batch: PaddedBatch, loss_fn: LossFn) -> dict[str, float]:
@@ -74,19 +100,23 @@ class PolicyEngine:
             batch: the padded batch of this rank.
             loss_fn: `loss_fn(logprobs [b, R], rows) -> (loss, metrics)` for the rows of one micro-batch; the loss
                 must already be normalized by the whole batch's denominators (see `PolicyLoss`'s `num_tokens`),
-                so that micro-batch gradients add up to the batch's. Metrics are averaged by token share.
+                so that micro-batch gradients add up to the batch's. Metrics are averaged by token share, except
+                `*loss` and `kl`, which are parts of a sum and are added.
         """
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
-        for rows in self._micro_batches(batch):
-            logp = self._response_logprobs(batch, rows)
+        for rows, real in self.micro_batches(batch):
+            logp = response_logprobs(self.model, batch, rows, self.compute_dtype)
             loss, micro_metrics = loss_fn(logp, rows)
-            (loss * self.world_size).backward()  # FSDP averages gradients over ranks; the loss is a global sum
-            share = token_share(batch, rows)
-            for key, value in micro_metrics.items():  # losses are already parts of a sum; rates are averaged
-                metrics[key] = metrics.get(key, 0.0) + (value if key.endswith("loss") else value * share)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+            # FSDP averages gradients over ranks and the loss is a global sum; padding micro-batches weigh 0
+            (loss * (self.world_size if real else 0.0)).backward()
+            if not real:  # same metric keys on every rank (they are reduced together), no values
+                micro_metrics = dict.fromkeys(micro_metrics, 0.0)
+            _accumulate(metrics, micro_metrics, token_share(batch, rows) if real else 0.0)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in self.model.parameters() if p.requires_grad], self.config.grad_clip
+        )
         self.optimizer.step()
         self.scheduler.step()
         self.step_count += 1
@@ -94,38 +124,76 @@ class PolicyEngine:
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
         return metrics
 
-    def _micro_batches(self, batch: PaddedBatch) -> Iterator[slice]:
-        seq_len = batch.input_ids.shape[1]
-        rows_per_micro = max(1, self.config.micro_batch_tokens // max(seq_len, 1))
-        for start in range(0, batch.input_ids.shape[0], rows_per_micro):
-            yield slice(start, min(start + rows_per_micro, batch.input_ids.shape[0]))
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The autocast dtype of forward/backward."""
+        name = self.config.dtype
+        if name == "auto":
+            return torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        return getattr(torch, name)
 
-    def _response_logprobs(self, batch: PaddedBatch, rows: slice) -> torch.Tensor:
-        input_ids = batch.input_ids[rows]
-        out = self.model(
+    def micro_batches(self, batch: PaddedBatch) -> list[tuple[slice, bool]]:
+        """Row slices of at most `micro_batch_tokens` tokens each, and whether each is real.
+
+        Under FSDP every rank must run as many forwards as the others: the count is the ranks' maximum, rows are
+        split evenly over it, and a rank short of rows gets padding micro-batches (row 0, flagged not real).
+        """
+        rows, seq_len = batch.input_ids.shape
+        per_micro = max(1, self.config.micro_batch_tokens // max(seq_len, 1))
+        count = -(-rows // per_micro)
+        if self.world_size > 1:
+            count = _max_over_ranks(count, self.mesh, self.device)
+        size, extra = divmod(rows, count)
+        out, start = [], 0
+        for i in range(count):
+            n = size + (1 if i < extra else 0)
+            out.append((slice(start, start + n), True) if n else (slice(0, 1), False))
+            start += n
+        return out
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """A snapshot of the full (unsharded) state dict on CPU (training on does not change it); with FSDP every
+        rank must call it and only rank 0 gets tensors."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        if self.world_size == 1:
+            return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_model_state_dict(self.model, options=options)
+
+    def full_gradients(self) -> dict[str, torch.Tensor]:
+        """The last step's full gradients by parameter name, on CPU (for tests and debugging; collective)."""
+        params = [(name, p) for name, p in self.model.named_parameters() if p.grad is not None]
+        return {name: _full(p.grad).detach().cpu().clone() for name, p in params}
+
+
+def response_logprobs(model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype) -> torch.Tensor:
+    """log π(response token | prefix) for `rows` of `batch`, [b, R] in float32, 0 on padding."""
+    input_ids = batch.input_ids[rows]
+    device = input_ids.device
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+        out = model(
             input_ids=input_ids,
             attention_mask=batch.attention_mask[rows],
             position_ids=batch.position_ids[rows],
             use_cache=False,
         )
-        p = batch.prompt_len
-        logits = out.logits[:, p - 1 : -1, :].float()
-        targets = input_ids[:, p:]
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        real = batch.attention_mask[rows][:, p:].to(logp.dtype)
-        return logp * real
-
-    def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """The full (unsharded) state dict on CPU; with FSDP only rank 0 receives the tensors."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        if self.mesh is None or self.mesh.size() == 1:
-            return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_model_state_dict(self.model, options=options)
+    p = batch.prompt_len
+    logits = out.logits[:, p - 1 : -1, :].float()
+    targets = input_ids[:, p:]
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    real = batch.attention_mask[rows][:, p:].to(logp.dtype)
+    return logp * real
 
 
-def _shard(model: torch.nn.Module, mesh: Any) -> None:
+def batch_to(batch: PaddedBatch, device: torch.device) -> PaddedBatch:
+    """The batch with every tensor on `device`."""
+    moved = {f.name: getattr(batch, f.name) for f in fields(batch)}
+    return replace(batch, **{k: v.to(device) for k, v in moved.items() if isinstance(v, torch.Tensor)})
+
+
+def shard_model(model: torch.nn.Module, mesh: Any) -> None:
+    """FSDP2: `fully_shard` every decoder layer, then the whole model."""
     from torch.distributed.fsdp import fully_shard
 
     for layer in _decoder_layers(model):
@@ -134,9 +202,29 @@ def _shard(model: torch.nn.Module, mesh: Any) -> None:
 
 
 def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    inner = getattr(model, "model", model)
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # unwrap peft
+    inner = getattr(inner, "model", inner)
     layers = getattr(inner, "layers", None)
     return list(layers) if layers is not None else []
+
+
+def _max_over_ranks(value: int, mesh: Any, device: torch.device) -> int:
+    import torch.distributed as dist
+
+    t = torch.tensor([value], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=mesh.get_group())
+    return int(t.item())
+
+
+def _accumulate(metrics: dict[str, float], micro: dict[str, float], share: float) -> None:
+    for key, value in micro.items():  # losses and kl are already parts of a sum; rates are averaged
+        metrics[key] = metrics.get(key, 0.0) + (value if is_additive(key) else value * share)
+
+
+def is_additive(key: str) -> bool:
+    """Whether a loss metric is a part of a global sum (added over micro-batches and ranks), not a rate."""
+    name = key.removeprefix("train/")
+    return name.endswith("loss") or name == "kl"
 
 
 def _full(value: Any) -> torch.Tensor:
@@ -149,4 +237,13 @@ def token_share(batch: PaddedBatch, rows: slice, total_tokens: float | None = No
     return float(batch.response_mask[rows].sum()) / max(total, 1.0)
 
 
-__all__ = ["EngineConfig", "PolicyEngine", "token_share"]
+__all__ = [
+    "EngineConfig",
+    "PolicyEngine",
+    "batch_to",
+    "engine_config",
+    "is_additive",
+    "response_logprobs",
+    "shard_model",
+    "token_share",
+]

@@ -1,20 +1,33 @@
-"""One policy-gradient step on scored trajectories: advantages, old logprobs, the configured loss."""
+"""One policy-gradient step on scored trajectories: advantages, old (and reference) logprobs, the configured loss."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 
 from agentrl.config.schema import TrainerConfig
 from agentrl.trainer.algorithms import broadcast_to_tokens, compute_advantages, rewards_and_groups
 from agentrl.trainer.batch import PaddedBatch, collate
-from agentrl.trainer.engine import PolicyEngine
+from agentrl.trainer.engine import PolicyEngine, batch_to, is_additive
 from agentrl.trainer.losses import PolicyLossConfig, get_loss
 from agentrl.types import Trajectory
 
+if TYPE_CHECKING:
+    from agentrl.trainer.reference import ReferencePolicy
+
+SAME_ON_EVERY_RANK = ("train/grad_norm", "train/lr")
+
 
 def loss_config(cfg: TrainerConfig) -> PolicyLossConfig:
+    """The policy-loss hyper-parameters of a trainer config."""
     return PolicyLossConfig(
-        clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef, loss_agg_mode=cfg.loss_agg
+        clip_low=cfg.clip_low,
+        clip_high=cfg.clip_high,
+        kl_coef=cfg.kl_coef,
+        kl_type=cfg.kl_estimator,
+        loss_agg_mode=cfg.loss_agg,
     )
 
 
@@ -24,25 +37,28 @@ def policy_step(
     trajectories: list[Trajectory],
     pad_token_id: int,
     shard: tuple[int, int] = (0, 1),
+    reference: ReferencePolicy | None = None,
 ) -> dict[str, float]:
     """Compute advantages for `trajectories`, then take one optimizer step; returns train/* metrics.
 
     With `shard=(rank, world_size)`, advantages and loss denominators are computed over all trajectories and
-    this rank trains on rows `rank::world_size` (data parallel under FSDP).
+    this rank trains on rows `rank::world_size` (data parallel under FSDP); the metrics are reduced over the
+    ranks, so every rank returns the global figures. A rank left without rows runs one fully masked row.
 
     `train/rollout_logprob_abs_diff` is the mean |rollout logprob − trainer logprob| over trainable tokens: the
-    training-inference mismatch of the rollout engine.
+    training-inference mismatch of the rollout engine. With a `reference`, `train/kl` is the KL estimator
+    (`cfg.kl_estimator`) to it, aggregated like the loss, and `cfg.kl_coef > 0` adds it to the loss.
     """
     if not trajectories:
         return {"train/skipped": 1.0}
     rewards, groups = rewards_and_groups(trajectories)
-    rank, world = shard
-    advantages = compute_advantages(cfg.advantage, rewards, groups)[rank::world]
+    advantages = compute_advantages(cfg.advantage, rewards, groups)
+    batch, local_adv = _rank_batch(trajectories, advantages, shard, pad_token_id, engine.device)
     num_tokens = float(sum(t.num_generated_tokens for t in trajectories))
     num_seqs = float(len(trajectories))
-    batch = collate(trajectories[rank::world], pad_token_id)
     old_logprobs = engine.logprobs(batch)
-    token_adv = broadcast_to_tokens(advantages, batch.response_mask)
+    ref_logprobs = reference.logprobs(engine, batch) if reference is not None else None
+    token_adv = broadcast_to_tokens(local_adv, batch.response_mask)
     loss = get_loss(cfg.loss)
     lcfg = loss_config(cfg)
 
@@ -53,17 +69,50 @@ def policy_step(
             token_adv[rows],
             batch.response_mask[rows],
             lcfg,
+            ref_logprobs=ref_logprobs[rows] if ref_logprobs is not None else None,
             rollout_logprobs=batch.rollout_logprobs[rows],
             num_tokens=num_tokens,
             num_seqs=num_seqs,
         )
 
     metrics = engine.train_step(batch, micro_loss)
-    out = {f"train/{k}": v for k, v in metrics.items() if not k.startswith("train/")}
-    out.update({k: v for k, v in metrics.items() if k.startswith("train/")})
+    out = {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
+    out["train/rollout_logprob_abs_diff"] = _mismatch(batch, old_logprobs)
+    if shard[1] > 1:
+        out = _reduce_over_ranks(out, float(batch.response_mask.sum()), engine)
     out["train/advantage_abs_mean"] = float(advantages.abs().mean())
     out["train/tokens"] = num_tokens
-    out["train/rollout_logprob_abs_diff"] = _mismatch(batch, old_logprobs)
+    return out
+
+
+def _rank_batch(
+    trajectories: list[Trajectory],
+    advantages: torch.Tensor,
+    shard: tuple[int, int],
+    pad_token_id: int,
+    device: torch.device,
+) -> tuple[PaddedBatch, torch.Tensor]:
+    """This rank's rows `rank::world` and their advantages, on `device`; one masked row when it has none."""
+    rank, world = shard
+    mine = trajectories[rank::world]
+    if mine:
+        return batch_to(collate(mine, pad_token_id), device), advantages[rank::world].to(device)
+    batch = batch_to(collate(trajectories[:1], pad_token_id), device)
+    return replace(batch, response_mask=torch.zeros_like(batch.response_mask)), torch.zeros(1, device=device)
+
+
+def _reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: PolicyEngine) -> dict[str, float]:
+    """Global metrics: parts of sums (losses, kl) are added, rates are weighted by each rank's loss tokens."""
+    import torch.distributed as dist
+
+    keys = [k for k in sorted(metrics) if k not in SAME_ON_EVERY_RANK]
+    values = [metrics[k] if is_additive(k) else metrics[k] * local_tokens for k in keys]
+    packed = torch.tensor([local_tokens, *values], dtype=torch.float64, device=engine.device)
+    dist.all_reduce(packed, group=engine.mesh.get_group())
+    total = max(float(packed[0]), 1.0)
+    out = dict(metrics)
+    for key, value in zip(keys, packed[1:].tolist(), strict=True):
+        out[key] = value if is_additive(key) else value / total
     return out
 
 

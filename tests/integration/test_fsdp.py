@@ -51,10 +51,11 @@ def _rank(rank, world, port, out_path):
     trajs = trajectories()
     # advantages and loss denominators are global; each rank trains on its own rows
     metrics = policy_step(engine, TrainerConfig(), trajs, 0, shard=(rank, world))
-    loss = torch.tensor([metrics["train/loss"]])
-    dist.all_reduce(loss)
+    # metrics come back reduced over the ranks: every rank reports the global loss
+    losses = [None] * world
+    dist.all_gather_object(losses, metrics["train/loss"])
     if rank == 0:
-        torch.save({"loss": float(loss), "grads": engine.grads}, out_path)
+        torch.save({"loss": metrics["train/loss"], "losses": losses, "grads": engine.grads}, out_path)
     dist.destroy_process_group()
 
 
@@ -67,4 +68,5 @@ def test_two_ranks_match_one(tmp_path):
     diff = max(float((got["grads"][n] - g).abs().max()) for n, g in single.grads.items())
     print(f"loss 1 rank {ref['train/loss']:.6f}, 2 ranks {got['loss']:.6f}; max grad diff {diff:.2e}")
     assert got["loss"] == pytest.approx(ref["train/loss"], abs=1e-5)
+    assert got["losses"][0] == got["losses"][1]
     assert diff < 1e-5
