@@ -108,6 +108,19 @@ setup_model() {
   fi
 }
 
+# --- e. Headless browser (trajectory viewer tests, GUI env) ---------------------------------------
+setup_browser() {
+  step "Headless browser (chromium + chromium-driver)"
+  if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
+    info "installed ($(chromium --version 2>/dev/null | head -n1))"
+    return
+  fi
+  info "installing chromium and chromium-driver with apt-get"
+  as_root apt-get install -y -q chromium chromium-driver >/dev/null ||
+    { as_root apt-get update -q >/dev/null && as_root apt-get install -y -q chromium chromium-driver >/dev/null; } ||
+    die "apt-get install chromium chromium-driver failed"
+}
+
 setup_venv
 if [ "${1:-}" = "--venv-only" ]; then
   exit 0
@@ -115,4 +128,5 @@ fi
 setup_docker
 setup_image
 setup_model
+setup_browser
 step "Setup done"

@@ -285,8 +285,8 @@
     const legend = el(
       "span",
       { class: "legend" },
-      el("span", { class: "tok trainable", text: "trainable (generated)" }),
-      el("span", { class: "tok context", text: "not trained (prompt, tool output, observations)" })
+      el("span", { class: "swatch-trainable", text: "trainable (generated)" }),
+      el("span", { class: "swatch-context", text: "not trained (prompt, tool output, observations)" })
     );
     const controls = el("div", { class: "token-controls" }, el("label", {}, "color by ", colorBy), legend);
     return [controls, el("p", { class: "section-note", text: DATA.token_note }), view];
@@ -350,10 +350,19 @@
       if (e.key === "j") moveSelection(1);
       if (e.key === "k") moveSelection(-1);
     });
-    const wanted = decodeURIComponent((location.hash.match(/^#t=(.+)$/) || [])[1] || "");
-    const index = DATA.trajs.findIndex((t) => t.id === wanted);
+    window.addEventListener("hashchange", () => {
+      const index = hashIndex();
+      if (index >= 0 && index !== state.selected) select(index);
+    });
+    const index = hashIndex();
     if (index >= 0) select(index);
     else if (total) select(0);
+  }
+
+  // `#t=<trajectory id>` links to a trajectory
+  function hashIndex() {
+    const wanted = decodeURIComponent((location.hash.match(/^#t=(.+)$/) || [])[1] || "");
+    return DATA.trajs.findIndex((t) => t.id === wanted);
   }
 
   init();
