@@ -17,3 +17,4 @@ __all__ = [
     "known_loops",
     "register_loop",
 ]
+from agentrl.loops import swe as _swe  # noqa: F401  registers the swe_agent loop

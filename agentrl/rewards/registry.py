@@ -30,6 +30,7 @@ COMPONENTS: dict[str, Any] = {
     "reward_model": "agentrl.rewards.model:RewardModelComponent",
     "similarity": "agentrl.rewards.similarity:EncoderSimilarity",
     "judge": "agentrl.rewards.judge:LLMJudge",
+    "swe_tests": "agentrl.rewards.swe:SWETestsReward",
     "compute_score": "compute_score",
 }
 """Registered components by name: a class, a function, or the dotted path of one (imported when used)."""

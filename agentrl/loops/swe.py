@@ -1,0 +1,166 @@
+"""SWEAgentLoop: an agent fixes an issue in a repository inside a container of the task's own image.
+
+Per trajectory: start a container from the task's image (`image_name`) with the repository copied to `/work`,
+give the model the problem statement and the sandboxed tools (`bash`, `editor`, `submit` from `tools:`), run
+turns until it submits or a budget ends the episode, then take its changes out as a diff (`git diff` against the
+base commit, new files included) into `trajectory.metadata["model_patch"]`. The container is removed at the end,
+also on errors and cancellation. Grading is the reward's job (`swe_tests`), in a fresh container.
+
+Budgets end the episode with their stop reason and the patch is still extracted: `agent.max_turns` (max_turns),
+`agent.max_total_tokens` / `rollout.max_model_len` (context_overflow), `rollout.max_tokens` per turn
+(max_tokens), `agent.kwargs.time_budget_s` (timeout), `agent.max_consecutive_tool_errors` (tool_error_limit).
+
+```yaml
+agent:
+  name: swe_agent
+  kwargs: {time_budget_s: 600, on_no_tool_call: remind}
+tools: [{class: bash}, {class: editor}, {class: submit}]
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentrl.loops.base import AgentLoopBase, register_loop
+from agentrl.loops.context import AgentContext, StopLoop
+from agentrl.loops.tool_calling import _skipped, _tool_message
+from agentrl.sandbox.base import Sandbox
+from agentrl.swe.repo import extract_patch, open_task_sandbox, work_repo
+from agentrl.swe.task import SWETask
+from agentrl.tools.base import ToolResult
+from agentrl.tools.parsers import get_parser
+from agentrl.types import Message, Sample, StopReason, Trajectory
+
+PROMPT = """\
+A Python repository is checked out at {repo_dir} (your working folder). Here is an issue reported against it:
+
+<issue>
+{problem_statement}
+</issue>
+
+Change the non-test source files in {repo_dir} so that the issue is resolved. Explore with the tools, \
+reproduce the problem, make a minimal fix, check it, then call `submit`."""
+
+NO_TOOL_CALL = "Error: your reply called no tool. Use a tool to work on the repository, or call `submit` when done."
+
+
+class SWELoopOptions(BaseModel):
+    """`agent.kwargs` of the SWE loop."""
+
+    prompt: str = Field(PROMPT, description="user message; {problem_statement} and {repo_dir} are filled in")
+    time_budget_s: float | None = Field(None, gt=0, description="wall-clock budget of the turns (stop: timeout)")
+    on_no_tool_call: str = Field("remind", pattern="^(remind|stop)$", description="remind the model, or end")
+    patch_timeout_s: float = Field(60.0, gt=0, description="timeout of taking the diff out")
+
+
+@register_loop("swe_agent")
+class SWEAgentLoop(AgentLoopBase):
+    """Resolve a SWE-bench-format task with sandboxed tools; the diff lands in `metadata["model_patch"]`.
+
+    The sample carries the task (its SWE-bench columns, as `agentrl.data` loads them into `extra_info`).
+    Container limits come from the run's `sandbox:` section (memory, cpus, timeouts); its `backend` may stay
+    `none`, since the loop starts each task's container itself from the task's image.
+    """
+
+    uses_tools = True
+
+    def __init__(self, config: Any = None, **kwargs: Any):
+        super().__init__(config, **kwargs)
+        self.options = SWELoopOptions.model_validate(self.kwargs)
+        self.parser = get_parser(self.config.tool_parser)
+
+    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+        task = SWETask.from_sample(sample)
+        traj = ctx.trajectory
+        traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
+        if ctx.tools is None:
+            raise RuntimeError("the SWE loop needs tools: `tools: [{class: bash}, {class: editor}, {class: submit}]`")
+        started = time.perf_counter()
+        sandbox, base = await _open(task, self._sandbox_config(), run_id=f"swe-{traj.id[:8]}")
+        _add_time(traj, "sandbox_setup_s", started)
+        try:
+            ctx.sandbox = ctx.tools.sandbox = sandbox
+            traj.metadata["base_commit"] = base
+            try:
+                async with asyncio.timeout(self.options.time_budget_s):
+                    await self._turns(task, ctx)
+            except StopLoop as stop:
+                traj.stop_reason = stop.reason
+            except TimeoutError:
+                traj.stop_reason = StopReason.TIMEOUT
+                traj.error = f"time budget of {self.options.time_budget_s:g}s spent"
+            extracted = time.perf_counter()
+            traj.metadata["model_patch"] = await extract_patch(sandbox, task, base, self.options.patch_timeout_s)
+            _add_time(traj, "patch_extract_s", extracted)
+        finally:
+            ctx.sandbox = None
+            closing = time.perf_counter()
+            await asyncio.shield(sandbox.close())
+            _add_time(traj, "sandbox_close_s", closing)
+        traj.metrics["swe/patch_lines"] = float(_changed_lines(traj.metadata["model_patch"]))
+        return traj
+
+    async def _turns(self, task: SWETask, ctx: AgentContext) -> None:
+        prompt = self.options.prompt.format(problem_statement=task.problem_statement, repo_dir=work_repo(task))
+        ctx.start([Message(role="user", content=prompt)])
+        while True:
+            turn = await ctx.generate()
+            parsed = self.parser.parse(turn.text)
+            if not parsed.calls and not parsed.errors:
+                if self.options.on_no_tool_call == "stop":
+                    ctx.trajectory.stop_reason = StopReason.DONE
+                    return
+                results = [ctx.tools.record_parse_error(NO_TOOL_CALL.removeprefix("Error: "))]
+            else:
+                results = await self._execute(ctx, parsed.calls, parsed.errors)
+            ctx.trajectory.metrics.update(ctx.tools.metrics)
+            if any(r.metadata.get("submitted") for r in results):
+                ctx.trajectory.stop_reason = StopReason.DONE
+                ctx.trajectory.metadata["submission"] = next(r.metadata.get("answer", "") for r in results
+                                                             if r.metadata.get("submitted"))  # fmt: skip
+                return
+            ctx.add_messages([_tool_message(r) for r in results])
+            if ctx.tools.error_limit_reached():
+                raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{ctx.tools.consecutive_errors} tool errors in a row")
+
+    async def _execute(self, ctx: AgentContext, calls: list[Any], errors: list[str]) -> list[ToolResult]:
+        limit = self.config.max_parallel_tool_calls
+        results = [ctx.tools.record_parse_error(e) for e in errors]
+        results += await asyncio.gather(*(ctx.tools.execute(c) for c in calls[:limit]))
+        return results + [_skipped(c, limit) for c in calls[limit:]]
+
+    def _sandbox_config(self) -> Any:
+        cfg = getattr(self.run_config, "sandbox", None)
+        if cfg is None:
+            from agentrl.config.schema import SandboxConfig
+
+            cfg = SandboxConfig(backend="docker")
+        return cfg
+
+
+async def _open(task: SWETask, config: Any, run_id: str) -> tuple[Sandbox, str]:
+    """`open_task_sandbox`, shielded: a trajectory cancelled while its container starts still removes it."""
+    opening = asyncio.ensure_future(open_task_sandbox(task, config, run_id=run_id))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            sandbox, _ = await opening
+            await sandbox.close()
+        raise
+
+
+def _add_time(traj: Trajectory, key: str, started: float) -> None:
+    traj.timings[key] = traj.timings.get(key, 0.0) + time.perf_counter() - started
+
+
+def _changed_lines(patch: str) -> int:
+    return sum(
+        1 for line in patch.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")) and line != ""
+    )

@@ -1,0 +1,210 @@
+"""Grade a patch the SWE-bench way: in a *fresh* container of the task's image, apply the model patch, then the
+test patch, run the test files, and call the task resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes.
+
+```python
+result = await grade_patch(task, model_patch)          # GradeResult
+result.resolved, result.f2p_fraction, result.details()
+```
+
+Results are cached by (task, patch) for the process: a GRPO group's identical patches (often all empty) and two
+reward components reading the same grading cost one container run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shlex
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.sandbox.base import SandboxError
+from agentrl.swe.repo import SCRATCH, apply_patch, open_task_sandbox, restore_files, work_repo
+from agentrl.swe.report import Outcome, files_of_tests, new_files, parse_junit, patch_files
+from agentrl.swe.task import SWETask
+
+REPORT = f"{SCRATCH}/report.xml"
+TEST_COMMAND = (
+    "python3 -m pytest -q -p no:cacheprovider -o addopts='' -o junit_family=xunit1 --rootdir=. "
+    "--junitxml={report} {files}"
+)
+"""The test run: pytest over the test files, with its own addopts off (coverage plugins are not installed)."""
+MISSING = "missing"
+LOG_TAIL = 3000
+
+
+@dataclass
+class GradeResult:
+    """The outcome of grading one patch.
+
+    Attributes:
+        instance_id: the task.
+        resolved: every FAIL_TO_PASS and PASS_TO_PASS test passed.
+        patch_applied: the model patch applied (an empty patch counts as applied).
+        fail_to_pass / pass_to_pass: each test's outcome (`passed`, `failed`, `error`, `skipped`, `missing`).
+        timed_out: the test run hit its timeout.
+        error: why grading could not run the tests, if it could not.
+        log: the end of the patch and test output.
+        duration_s: wall time of the grading, container start included.
+    """
+
+    instance_id: str
+    resolved: bool
+    patch_applied: bool
+    fail_to_pass: dict[str, str] = field(default_factory=dict)
+    pass_to_pass: dict[str, str] = field(default_factory=dict)
+    timed_out: bool = False
+    error: str | None = None
+    log: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def f2p_fraction(self) -> float:
+        """Share of FAIL_TO_PASS tests that pass (1.0 when there are none)."""
+        return _fraction(self.fail_to_pass)
+
+    @property
+    def p2p_fraction(self) -> float:
+        """Share of PASS_TO_PASS tests that pass (1.0 when there are none)."""
+        return _fraction(self.pass_to_pass)
+
+    def details(self) -> dict[str, Any]:
+        """A JSON-safe summary for reward details and eval reports (failing tests listed, not every test)."""
+        return {
+            "instance_id": self.instance_id,
+            "resolved": self.resolved,
+            "patch_applied": self.patch_applied,
+            "f2p_passed": f"{_passed(self.fail_to_pass)}/{len(self.fail_to_pass)}",
+            "p2p_passed": f"{_passed(self.pass_to_pass)}/{len(self.pass_to_pass)}",
+            "f2p_fraction": self.f2p_fraction,
+            "failing": [t for t, o in {**self.fail_to_pass, **self.pass_to_pass}.items() if o != Outcome.PASSED][:20],
+            "timed_out": self.timed_out,
+            "error": self.error,
+            "log_tail": self.log[-LOG_TAIL:],
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+def _passed(outcomes: dict[str, str]) -> int:
+    return sum(o == Outcome.PASSED for o in outcomes.values())
+
+
+def _fraction(outcomes: dict[str, str]) -> float:
+    return _passed(outcomes) / len(outcomes) if outcomes else 1.0
+
+
+def pytest_command(task: SWETask, files: list[str]) -> str:
+    """The shell command running `files` with a JUnit report at `REPORT` (after the task's env setup)."""
+    run = TEST_COMMAND.format(report=REPORT, files=" ".join(shlex.quote(f) for f in files))
+    setup = task.setup_script
+    return f"{setup}\n{run}" if setup else run
+
+
+def files_to_run(task: SWETask) -> list[str]:
+    """The test files to run: those the test patch touches (as SWE-bench does), plus those of the test ids."""
+    return list(dict.fromkeys([*patch_files(task.test_patch), *files_of_tests(task.tests)]))
+
+
+async def grade_patch(
+    task: SWETask,
+    model_patch: str,
+    *,
+    config: Any = None,
+    run_id: str = "swe-grade",
+    timeout_s: float = 300.0,
+    skip_empty: bool = False,
+) -> GradeResult:
+    """Grade `model_patch` on `task` in a fresh container (removed afterwards, also on errors).
+
+    Args:
+        task: the task; its image must exist locally.
+        model_patch: the agent's diff against the task's base commit ("" for none).
+        config: a `SandboxConfig` for the container (memory, cpus, ...); None for the defaults.
+        run_id: label of the container.
+        timeout_s: limit of the test run.
+        skip_empty: score an empty patch as unresolved without running anything (valid for tasks whose
+            FAIL_TO_PASS tests were checked to fail on the base commit, as the bundled ones are).
+
+    Raises:
+        SandboxError: no container could be started or the repository could not be prepared.
+    """
+    started = time.perf_counter()
+    f2p = dict.fromkeys(task.FAIL_TO_PASS, MISSING)
+    p2p = dict.fromkeys(task.PASS_TO_PASS, MISSING)
+    if skip_empty and not model_patch.strip():
+        return GradeResult(task.instance_id, False, True, f2p, p2p, error="empty patch: nothing was changed")
+    sandbox, base = await open_task_sandbox(task, config, run_id=run_id)
+    try:
+        result = await _grade_in(sandbox, task, base, model_patch, timeout_s)
+    finally:
+        await asyncio.shield(sandbox.close())
+    result.duration_s = time.perf_counter() - started
+    return result
+
+
+async def _grade_in(sandbox: Any, task: SWETask, base: str, model_patch: str, timeout_s: float) -> GradeResult:
+    f2p = dict.fromkeys(task.FAIL_TO_PASS, MISSING)
+    p2p = dict.fromkeys(task.PASS_TO_PASS, MISSING)
+    log: list[str] = []
+    if model_patch.strip():
+        applied = await apply_patch(sandbox, task, model_patch, "model")
+        log.append(applied.stdout)
+        if not applied.ok:
+            return GradeResult(task.instance_id, False, False, f2p, p2p, error="the model patch does not apply",
+                               log="\n".join(log))  # fmt: skip
+    if task.test_patch.strip():
+        files = patch_files(task.test_patch)
+        await restore_files(sandbox, task, base, files, new_files(task.test_patch))
+        applied = await apply_patch(sandbox, task, task.test_patch, "test")
+        log.append(applied.stdout)
+        if not applied.ok:
+            raise SandboxError(f"the test patch of {task.instance_id} does not apply: {applied.stdout[-500:]}")
+    run = await sandbox.exec(pytest_command(task, files_to_run(task)), timeout=timeout_s, workdir=work_repo(task))
+    log.append(run.stdout + run.stderr)
+    try:
+        outcomes = parse_junit((await sandbox.read_file(REPORT)).decode("utf-8", errors="replace"))
+    except (FileNotFoundError, ValueError) as exc:
+        error = "the test run timed out" if run.timed_out else f"no test report ({exc})"
+        return GradeResult(task.instance_id, False, True, f2p, p2p, run.timed_out, error, "\n".join(log))
+    f2p = {t: str(outcomes.get(t, MISSING)) for t in f2p}
+    p2p = {t: str(outcomes.get(t, MISSING)) for t in p2p}
+    resolved = not run.timed_out and all(o == Outcome.PASSED for o in [*f2p.values(), *p2p.values()])
+    error = "the test run timed out" if run.timed_out else None
+    return GradeResult(task.instance_id, resolved, True, f2p, p2p, run.timed_out, error, "\n".join(log))
+
+
+class GradeCache:
+    """Grading results by (task, patch), shared by reward components; concurrent identical requests wait for one
+    grading instead of starting their own. Bounded (least recently used entries go first)."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._done: OrderedDict[tuple[str, str], GradeResult] = OrderedDict()
+        self._running: dict[tuple[str, str, int], asyncio.Task[GradeResult]] = {}
+
+    async def grade(self, task: SWETask, model_patch: str, **kwargs: Any) -> GradeResult:
+        """`grade_patch(task, model_patch, **kwargs)`, or its cached result."""
+        key = (task.instance_id + "\0" + task.base_commit, hashlib.sha256(model_patch.encode()).hexdigest())
+        if key in self._done:
+            self._done.move_to_end(key)
+            return self._done[key]
+        loop_key = (*key, id(asyncio.get_running_loop()))
+        running = self._running.get(loop_key)
+        if running is None:
+            running = asyncio.ensure_future(grade_patch(task, model_patch, **kwargs))
+            self._running[loop_key] = running
+            running.add_done_callback(lambda _: self._running.pop(loop_key, None))
+        result = await asyncio.shield(running)
+        self._done[key] = result
+        while len(self._done) > self.max_entries:
+            self._done.popitem(last=False)
+        return result
+
+    def clear(self) -> None:
+        self._done.clear()
+
+
+GRADES = GradeCache()
+"""The process-wide cache the `swe_tests` reward uses."""
