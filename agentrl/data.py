@@ -42,13 +42,28 @@ def load_datasets(paths: list[str]) -> list[Sample]:
 def run_samples(cfg: Any, split: str) -> list[Sample]:
     """The samples of a run's `train` or `eval` split (`data.train_files` / `data.eval_files`).
 
-    Returns an empty list for an eval split without files; raises `DatasetError` for a train split without data.
+    With an environment configured (`env.id` or `env.entry_point`) and no files for the split, the samples are
+    generated from seeds (`env.num_train_seeds` training seeds, `env.num_eval_seeds` disjoint held-out seeds),
+    played by `agent.name` unless that is the default `single_turn`, in which case by the `gym` loop.
+
+    Returns an empty list for an eval split without data; raises `DatasetError` for a train split without data.
     """
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
     files = cfg.data.train_files if split == "train" else cfg.data.eval_files
+    if not files and cfg.env.enabled:
+        from agentrl.envs.dataset import seed_samples
+
+        agent_name = "gym" if cfg.agent.name == "single_turn" else None
+        samples = seed_samples(cfg.env, "train" if split == "train" else "eval", agent_name)
+        if not samples and split == "train":
+            raise DatasetError("env.num_train_seeds is 0: training needs episodes; set env.num_train_seeds >= 1")
+        return samples
     if not files and split == "train":
-        raise DatasetError("data.train_files is empty: training needs data (JSONL or Parquet files)")
+        raise DatasetError(
+            "data.train_files is empty: training needs data (JSONL or Parquet files), or an environment "
+            "(env.id=FrozenLake-v1) whose episodes are generated from seeds"
+        )
     return load_datasets(files)
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from agentrl.config.schema import AgentRLConfig
-from agentrl.data import load_datasets
+from agentrl.data import run_samples
 from agentrl.errors import AgentRLError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
@@ -29,10 +29,16 @@ def output_dir(cfg: AgentRLConfig, kind: str) -> Path:
 
 
 def rollout_samples(cfg: AgentRLConfig) -> list[Sample]:
-    files = cfg.data.eval_files or cfg.data.train_files
-    if not files:
-        raise AgentRLError("no data to roll out: set data.eval_files or data.train_files (JSONL or Parquet)")
-    return load_datasets(files)
+    """The held-out samples of the run (files or env seeds), else its training samples."""
+    samples = run_samples(cfg, "eval")
+    if samples:
+        return samples
+    if not cfg.data.train_files and not cfg.env.enabled:
+        raise AgentRLError(
+            "no data to roll out: set data.eval_files or data.train_files (JSONL or Parquet), or an environment "
+            "(env.id=FrozenLake-v1)"
+        )
+    return run_samples(cfg, "train")
 
 
 def run_rollout(cfg: AgentRLConfig) -> Path:

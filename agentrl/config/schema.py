@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Section(BaseModel):
@@ -117,12 +117,45 @@ class RayConfig(_Section):
 
 
 class EnvConfig(_Section):
-    id: str | None = Field(None, description="gymnasium env id, e.g. FrozenLake-v1")
-    entry_point: str | None = Field(None, description="dotted path of a gymnasium.Env class")
-    kwargs: dict[str, Any] = Field(default_factory=dict, description="arguments of gymnasium.make")
-    max_steps: int = Field(20, ge=1, description="environment steps per episode")
+    """A gymnasium environment played by the `gym` agent loop (see agentrl.envs)."""
+
+    id: str | None = Field(None, description="gymnasium env id, e.g. FrozenLake-v1 (or module:Env-v0)")
+    entry_point: str | None = Field(None, description="dotted path of a gymnasium.Env class or factory")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="arguments of gymnasium.make / the class")
+    max_steps: int = Field(20, ge=1, description="environment steps per episode (truncated after)")
     num_train_seeds: int = Field(64, ge=0, description="training episodes generated from seeds")
     num_eval_seeds: int = Field(16, ge=0, description="held-out episodes generated from seeds")
+    train_seed_start: int = Field(0, ge=0, description="first training seed (seeds start, start+1, ...)")
+    eval_seed_start: int = Field(1_000_000, ge=0, description="first held-out seed; must not overlap train seeds")
+    discount: float = Field(1.0, gt=0, le=1, description="gamma of the episode return that becomes the reward")
+    invalid_action_penalty: float = Field(0.0, ge=0, description="subtracted from the reward per invalid action")
+    max_invalid_actions: int = Field(3, ge=1, description="invalid actions in a row before the episode ends")
+    adapter: str | None = Field(None, description="dotted path of an EnvAdapter subclass; None: built-in")
+    render_mode: Literal["auto", "ansi", "none"] = Field(
+        "auto", description="auto: ansi text when the env renders it; none: format the observation space"
+    )
+    instructions: str | None = Field(None, description="task text shown before the first observation")
+
+    @model_validator(mode="after")
+    def _check(self) -> EnvConfig:
+        problems = []
+        if self.id and self.entry_point:
+            problems.append("env.id and env.entry_point are both set; set one (an id, or a class by dotted path)")
+        train = range(self.train_seed_start, self.train_seed_start + self.num_train_seeds)
+        held_out = range(self.eval_seed_start, self.eval_seed_start + self.num_eval_seeds)
+        if train and held_out and max(train.start, held_out.start) < min(train.stop, held_out.stop):
+            problems.append(
+                f"held-out seeds {held_out.start}..{held_out.stop - 1} overlap training seeds "
+                f"{train.start}..{train.stop - 1}; move env.eval_seed_start past {train.stop - 1}"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """Whether an environment is configured."""
+        return bool(self.id or self.entry_point)
 
 
 class LoggingConfig(_Section):

@@ -2,6 +2,7 @@
 
 from agentrl.loops.base import AgentLoopBase, get_loop_class, known_loops, register_loop
 from agentrl.loops.context import AgentContext, Budgets, StopLoop, Turn
+from agentrl.loops.gym import GymAgentLoop as GymAgentLoop  # registers the `gym` loop
 from agentrl.loops.interaction import Interaction
 from agentrl.loops.manager import RolloutManager
 

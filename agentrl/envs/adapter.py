@@ -1,0 +1,118 @@
+"""`EnvAdapter`: what the model reads of a gymnasium env, and how its replies become actions.
+
+The default adapter works from the env's spaces alone: observations from `render()` when the env renders in
+`ansi` mode, else a structured text of the observation; actions through the codec of the action space. Override
+one method to change one thing, and name the class with `env.adapter=pkg.module:MyAdapter`:
+
+```python
+class CartPoleAdapter(EnvAdapter):
+    action_names = ["LEFT", "RIGHT"]
+    task = "Balance the pole on the cart as long as you can."
+
+    def observation_text(self, obs, info):
+        x, v, angle, spin = obs
+        return f"Cart at {x:.2f}, pole leaning {'right' if angle > 0 else 'left'} by {abs(angle):.2f} rad."
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from agentrl.envs.imports import import_object
+from agentrl.envs.observations import format_observation, strip_ansi
+from agentrl.envs.spaces import ActionCodec, InvalidAction, codec_for
+from agentrl.errors import AgentRLError
+
+
+class EnvAdapter:
+    """Turns one gymnasium env into text for the model, and the model's replies into actions.
+
+    Attributes:
+        action_names: names of the actions of a `Discrete` action space, in index order (None: integers).
+        task: a paragraph describing the game, shown before the first observation ("" : a generic one).
+    """
+
+    action_names: ClassVar[Sequence[str] | None] = None
+    task: ClassVar[str] = ""
+
+    def __init__(self, env: gym.Env[Any, Any], instructions: str | None = None):
+        self.env = env
+        self.codec: ActionCodec = codec_for(env.action_space, self.action_names)
+        self._instructions = instructions
+
+    def instructions(self) -> str:
+        """Shown once, before the first observation: the task and the form of a valid reply."""
+        if self._instructions:
+            return self._instructions
+        task = self.task or f"You are playing the environment {env_label(self.env)}. Maximize your total reward."
+        return f"{task}\nEach turn, reply with {self.codec.describe()}."
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        """The observation as text: the `ansi` rendering when the env has one, else the structured form."""
+        if self.env.render_mode == "ansi":
+            rendered = self.env.render()
+            if isinstance(rendered, str) and rendered.strip():
+                return strip_ansi(rendered)
+        return format_observation(self.env.observation_space, obs)
+
+    def parse_action(self, text: str) -> Any:
+        """The action a reply names; raises `InvalidAction` with feedback naming the valid form."""
+        return self.codec.parse(text)
+
+    def action_text(self, action: Any) -> str:
+        """The reply that names `action` (the inverse of `parse_action`; `check_env` tests the round trip)."""
+        return self.codec.format(action)
+
+    def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
+        """The message after a valid step that did not end the episode."""
+        return f"Reward: {reward:g}\n{self.observation_text(obs, info)}"
+
+    def invalid_text(self, error: InvalidAction) -> str:
+        """The message after a reply that is not a valid action."""
+        return str(error)
+
+    def is_success(self, reward: float, terminated: bool, info: dict[str, Any]) -> bool:
+        """Whether the episode ended in success: `info["is_success"]` when the env sets it, else a positive
+        final reward on termination."""
+        if "is_success" in info:
+            return bool(info["is_success"])
+        return terminated and reward > 0
+
+
+# Adapters for gymnasium's toy-text envs, by the env id's name (the id without namespace and version).
+BUILTIN_ADAPTERS: dict[str, str] = {
+    "FrozenLake": "agentrl.envs.toy_text:FrozenLakeAdapter",
+    "Taxi": "agentrl.envs.toy_text:TaxiAdapter",
+    "CliffWalking": "agentrl.envs.toy_text:CliffWalkingAdapter",
+    "Blackjack": "agentrl.envs.toy_text:BlackjackAdapter",
+}
+
+
+def adapter_class(env: gym.Env[Any, Any], path: str | None = None) -> type[EnvAdapter]:
+    """The adapter class for `env`: `path` (a dotted path) if given, else a built-in one for the env's id,
+    else `EnvAdapter`.
+
+    Raises:
+        AgentRLError: `path` cannot be imported or is not an `EnvAdapter` subclass.
+    """
+    if path is None:
+        name = env.spec.name if env.spec is not None else None
+        if name not in BUILTIN_ADAPTERS:
+            return EnvAdapter
+        path = BUILTIN_ADAPTERS[name]
+    cls = import_object(path, "env.adapter")
+    if not (isinstance(cls, type) and issubclass(cls, EnvAdapter)):
+        raise AgentRLError(
+            f"env.adapter={path} is not an EnvAdapter subclass; subclass agentrl.envs.EnvAdapter and override "
+            "the methods you need"
+        )
+    return cls
+
+
+def env_label(env: gym.Env[Any, Any]) -> str:
+    """The env's id, or its class name when it was not made from a registered id."""
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__

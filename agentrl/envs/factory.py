@@ -1,0 +1,93 @@
+"""Build a gymnasium env from `env:` config: a registered id through `gymnasium.make`, or a class by dotted path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+from gymnasium.wrappers import TimeLimit
+
+from agentrl.config.schema import EnvConfig
+from agentrl.envs.imports import import_object
+from agentrl.errors import AgentRLError
+
+
+def make_env(cfg: EnvConfig, kwargs: dict[str, Any] | None = None) -> gym.Env[Any, Any]:
+    """A fresh env for one episode, limited to `cfg.max_steps` steps.
+
+    Args:
+        cfg: the `env:` config (`id` or `entry_point`, `kwargs`, `render_mode`, `max_steps`).
+        kwargs: extra arguments merged over `cfg.kwargs` (e.g. a dataset row's own map).
+
+    Raises:
+        AgentRLError: no env configured, an unknown id, or an entry point that does not build a `gymnasium.Env`.
+    """
+    merged = {**cfg.kwargs, **(kwargs or {})}
+    if cfg.id:
+        return _make_registered(cfg, merged)
+    if cfg.entry_point:
+        return _make_from_entry_point(cfg, merged)
+    raise AgentRLError("no environment configured: set env.id (e.g. FrozenLake-v1) or env.entry_point=pkg.mod:MyEnv")
+
+
+def env_name(cfg: EnvConfig) -> str:
+    """A short name of the configured env: its id, or the entry point's last part."""
+    if cfg.id:
+        return cfg.id
+    if cfg.entry_point:
+        return cfg.entry_point.replace(":", ".").rsplit(".", 1)[-1]
+    return "env"
+
+
+def _make_registered(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
+    assert cfg.id is not None
+    module, _, env_id = cfg.id.rpartition(":")
+    if module:  # "package:Env-v0": importing the package registers its envs (as gymnasium.make does)
+        import_object(f"{module}:__name__", "env.id")
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise AgentRLError(
+            f"env.id={cfg.id!r} is not a registered gymnasium env ({exc}); check the id, import the package "
+            "that registers it with env.id=package:EnvId-v0, or set env.entry_point=pkg.mod:MyEnv instead"
+        ) from None
+    metadata = getattr(load_env_creator(spec.entry_point), "metadata", {}) if isinstance(spec.entry_point, str) else {}
+    render_mode = _render_mode(cfg, metadata)
+    try:
+        return gym.make(spec, max_episode_steps=cfg.max_steps, render_mode=render_mode, **kwargs)
+    except TypeError as exc:
+        raise AgentRLError(f"gymnasium.make({cfg.id!r}) rejected env.kwargs {kwargs}: {exc}") from None
+
+
+def _make_from_entry_point(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
+    assert cfg.entry_point is not None
+    factory = import_object(cfg.entry_point, "env.entry_point")
+    if not callable(factory):
+        raise AgentRLError(f"env.entry_point={cfg.entry_point} is not a class or function returning a gymnasium.Env")
+    render_mode = _render_mode(cfg, getattr(factory, "metadata", {}))
+    extra = {"render_mode": render_mode} if render_mode is not None else {}
+    try:
+        env = factory(**kwargs, **extra)
+    except TypeError as exc:
+        raise AgentRLError(f"env.entry_point={cfg.entry_point} rejected env.kwargs {kwargs}: {exc}") from None
+    if not isinstance(env, gym.Env):
+        raise AgentRLError(
+            f"env.entry_point={cfg.entry_point} returned a {type(env).__name__}, not a gymnasium.Env; subclass "
+            "gymnasium.Env (reset, step, observation_space, action_space)"
+        )
+    return TimeLimit(env, max_episode_steps=cfg.max_steps)
+
+
+def _render_mode(cfg: EnvConfig, metadata: Any) -> str | None:
+    modes = list(metadata.get("render_modes", [])) if isinstance(metadata, dict) else []
+    if cfg.render_mode == "none":
+        return None
+    if "ansi" in modes:
+        return "ansi"
+    if cfg.render_mode == "ansi":
+        raise AgentRLError(
+            f"env.render_mode=ansi, but {env_name(cfg)} renders only {modes or 'nothing'} (metadata['render_modes']); "
+            "use env.render_mode=auto or none"
+        )
+    return None

@@ -1,0 +1,147 @@
+"""`GymEpisode`: one episode of a gymnasium env played through text, with its return and invalid-action count.
+
+The agent loop (`agentrl.loops.gym`) drives it; it is usable on its own too:
+
+```python
+episode = GymEpisode.from_config(EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": False}))
+print(episode.reset(seed=0))          # instructions and the first observation
+outcome = episode.act("RIGHT")        # the model's reply
+print(outcome.text, episode.reward)   # the next observation, the (discounted) return so far
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from agentrl.config.schema import EnvConfig
+from agentrl.envs.adapter import EnvAdapter, adapter_class
+from agentrl.envs.factory import make_env
+from agentrl.envs.spaces import InvalidAction
+
+
+@dataclass
+class StepOutcome:
+    """The result of one reply.
+
+    Attributes:
+        text: the message for the model: the next observation, or feedback on an invalid reply.
+        valid: whether the reply was a valid action (an invalid one does not step the env).
+        reward: the env's reward for the step (0 for an invalid reply, whose penalty is counted separately).
+        terminated: the episode reached a terminal state.
+        truncated: the episode hit its step limit.
+    """
+
+    text: str
+    valid: bool
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+
+
+class GymEpisode:
+    """One episode: `reset(seed)` gives the first message, `act(reply)` each next one.
+
+    Args:
+        env: the env (owned by the episode: `close()` closes it).
+        adapter: text ↔ env translation (default: the built-in one for the env).
+        discount: gamma of the discounted return.
+        invalid_action_penalty: subtracted from `reward` per invalid reply.
+        max_invalid_actions: invalid replies in a row after which `invalid_limit_reached` is True.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        adapter: EnvAdapter | None = None,
+        discount: float = 1.0,
+        invalid_action_penalty: float = 0.0,
+        max_invalid_actions: int = 3,
+    ):
+        self.env = env
+        self.adapter = adapter or adapter_class(env)(env)
+        self.discount = discount
+        self.invalid_action_penalty = invalid_action_penalty
+        self.max_invalid_actions = max_invalid_actions
+        self.steps = 0
+        self.episode_return = 0.0
+        self.discounted_return = 0.0
+        self.invalid_actions = 0
+        self.invalid_in_a_row = 0
+        self.terminated = False
+        self.truncated = False
+        self.success = False
+        self.last_text = ""
+
+    @classmethod
+    def from_config(cls, cfg: EnvConfig, kwargs: dict[str, Any] | None = None) -> GymEpisode:
+        """An episode of the env of `cfg` (`kwargs` merged over `cfg.kwargs`), with `cfg`'s adapter and reward
+        settings."""
+        env = make_env(cfg, kwargs)
+        try:
+            adapter = adapter_class(env, cfg.adapter)(env, instructions=cfg.instructions)
+        except Exception:
+            env.close()
+            raise
+        return cls(env, adapter, cfg.discount, cfg.invalid_action_penalty, cfg.max_invalid_actions)
+
+    @property
+    def reward(self) -> float:
+        """The trajectory's reward: discounted return minus the invalid-action penalties."""
+        return self.discounted_return - self.invalid_action_penalty * self.invalid_actions
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    @property
+    def invalid_limit_reached(self) -> bool:
+        return self.invalid_in_a_row >= self.max_invalid_actions
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> str:
+        """Reset the env; returns the first message: the instructions, then the first observation."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.last_text = self.adapter.observation_text(obs, info)
+        return f"{self.adapter.instructions()}\n\n{self.last_text}"
+
+    def act(self, reply: str) -> StepOutcome:
+        """Parse `reply` into an action and step the env with it, or answer why it is not valid.
+
+        Raises:
+            RuntimeError: the episode has already ended.
+        """
+        if self.done:
+            raise RuntimeError("the episode has ended; reset() before acting again")
+        try:
+            action = self.adapter.parse_action(reply)
+        except InvalidAction as error:
+            self.invalid_actions += 1
+            self.invalid_in_a_row += 1
+            return StepOutcome(text=self.adapter.invalid_text(error), valid=False)
+        self.invalid_in_a_row = 0
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        reward = float(reward)
+        self.discounted_return += self.discount**self.steps * reward
+        self.episode_return += reward
+        self.steps += 1
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        if self.terminated or self.truncated:
+            self.success = self.adapter.is_success(reward, self.terminated, info)
+        self.last_text = self.adapter.step_text(action, obs, reward, info)
+        return StepOutcome(self.last_text, True, reward, self.terminated, self.truncated)
+
+    def metrics(self) -> dict[str, float]:
+        """Per-episode numbers, recorded on the trajectory as `env/...` metrics."""
+        return {
+            "env/return": self.episode_return,
+            "env/discounted_return": self.discounted_return,
+            "env/steps": float(self.steps),
+            "env/invalid_actions": float(self.invalid_actions),
+            "env/success": float(self.success),
+        }
+
+    def close(self) -> None:
+        self.env.close()

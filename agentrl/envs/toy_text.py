@@ -1,0 +1,133 @@
+"""Adapters for gymnasium's toy-text envs: actions as words and observations a small model can read.
+
+Picked automatically by env id (`BUILTIN_ADAPTERS` in `agentrl.envs.adapter`); each is also an example of a
+small `EnvAdapter` subclass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agentrl.envs.adapter import EnvAdapter
+from agentrl.envs.observations import strip_ansi
+
+
+class FrozenLakeAdapter(EnvAdapter):
+    """FrozenLake: the map with `@` where the agent stands, and its row and column."""
+
+    action_names = ["LEFT", "DOWN", "RIGHT", "UP"]
+    task = (
+        "You walk on a frozen lake. Map: S start, F frozen ice (safe), H hole (falling in ends the game), "
+        "G goal, @ you. Row 1 is the top row, column 1 the left column. Reach G without falling into a hole."
+    )
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
+        ncol = desc.shape[1]
+        row, col = divmod(int(obs), ncol)
+        lines = []
+        for r, cells in enumerate(desc):
+            letters = [c.decode() if isinstance(c, bytes) else str(c) for c in cells]
+            if r == row:
+                letters[col] = "@"
+            lines.append(" ".join(letters))
+        return "\n".join(lines) + f"\nYou are at row {row + 1}, column {col + 1}."
+
+    def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
+        desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
+        cell = desc.flat[int(obs)]
+        cell = cell.decode() if isinstance(cell, bytes) else str(cell)
+        if cell == "H":
+            return "You fell into a hole."
+        if cell == "G":
+            return "You reached the goal!"
+        return f"You moved {self.action_text(action)}.\n{self.observation_text(obs, info)}"
+
+
+TAXI_STANDS = "RGYB"
+
+
+class TaxiAdapter(EnvAdapter):
+    """Taxi: the map, the taxi's position, where the passenger is and where they go."""
+
+    action_names = ["SOUTH", "NORTH", "EAST", "WEST", "PICKUP", "DROPOFF"]
+    task = (
+        "You drive a taxi on a 5x5 grid with four stands R, G, Y and B. Drive to the passenger, PICKUP, drive to "
+        "the destination and DROPOFF. Walls (|) block moves east and west. Each step costs 1 point, a delivery "
+        "earns 20, a wrong PICKUP or DROPOFF costs 10."
+    )
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        taxi = self.env.unwrapped
+        row, col, passenger, destination = taxi.decode(int(obs))  # type: ignore[attr-defined]
+        stands = taxi.locs  # type: ignore[attr-defined]
+        where = "is in the taxi" if passenger == 4 else f"waits at {_stand(stands, passenger)}"
+        text = (
+            f"The taxi is at row {row + 1}, column {col + 1}. The passenger {where}. "
+            f"Destination: {_stand(stands, destination)}."
+        )
+        if self.env.render_mode == "ansi":
+            text = strip_ansi(str(self.env.render())).split("\n  (")[0] + "\n" + text
+        return text
+
+    def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
+        return f"You chose {self.action_text(action)} (reward {reward:g}).\n{self.observation_text(obs, info)}"
+
+    def is_success(self, reward: float, terminated: bool, info: dict[str, Any]) -> bool:
+        return terminated  # Taxi terminates only on a successful drop-off
+
+
+def _stand(stands: list[tuple[int, int]], index: int) -> str:
+    row, col = stands[index]
+    return f"{TAXI_STANDS[index]} (row {row + 1}, column {col + 1})"
+
+
+class CliffWalkingAdapter(EnvAdapter):
+    """CliffWalking: the `ansi` map (x you, C cliff, T target) and the agent's row and column."""
+
+    action_names = ["UP", "RIGHT", "DOWN", "LEFT"]
+    task = (
+        "You walk on a grid beside a cliff. Map: x you, o safe ground, C cliff, T target. Row 1 is the top row. "
+        "Each step costs 1 point; stepping onto the cliff costs 100 and sends you back to the start. Reach T."
+    )
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        nrow, ncol = self.env.unwrapped.shape  # type: ignore[attr-defined]
+        row, col = divmod(int(obs), ncol)
+        where = f"You are at row {row + 1}, column {col + 1}; T is at row {nrow}, column {ncol}."
+        if self.env.render_mode == "ansi":
+            return strip_ansi(str(self.env.render())) + "\n" + where
+        return where
+
+    def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
+        fell = " You fell off the cliff and are back at the start." if reward <= -100 else ""
+        return f"You moved {self.action_text(action)}.{fell}\n{self.observation_text(obs, info)}"
+
+    def is_success(self, reward: float, terminated: bool, info: dict[str, Any]) -> bool:
+        return terminated  # CliffWalking terminates only at the target
+
+
+class BlackjackAdapter(EnvAdapter):
+    """Blackjack (no `ansi` rendering): the player's total, the dealer's card, and the usable ace in words."""
+
+    action_names = ["STICK", "HIT"]
+    task = (
+        "You play blackjack against the dealer. HIT draws a card, STICK ends your turn. Get closer to 21 than the "
+        "dealer without going over 21. Face cards count 10, an ace 1 or 11."
+    )
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        total, dealer, usable_ace = (int(v) for v in np.asarray(obs, dtype=object))
+        ace = " (one ace counts as 11)" if usable_ace else ""
+        shown = "an ace" if dealer == 1 else str(dealer)
+        return f"Your cards total {total}{ace}. The dealer shows {shown}."
+
+    def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
+        if int(obs[0]) > 21:
+            return f"You went over 21 with {int(obs[0])}. You lose."
+        if self.action_text(action) == "STICK":  # the dealer plays out; the episode ends
+            outcome = "You win." if reward > 0 else "You lose." if reward < 0 else "It is a draw."
+            return f"You stick with {int(obs[0])}. {outcome}"
+        return f"You chose HIT.\n{self.observation_text(obs, info)}"

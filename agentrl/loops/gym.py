@@ -1,0 +1,108 @@
+"""GymAgentLoop: play one episode of a gymnasium env per trajectory, the model choosing each action in text."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from agentrl.config.schema import AgentConfig, EnvConfig
+from agentrl.errors import AgentRLError
+from agentrl.loops.base import AgentLoopBase, register_loop
+from agentrl.loops.context import AgentContext, StopLoop
+from agentrl.types import Message, Sample, StopReason, Trajectory
+
+if TYPE_CHECKING:
+    from agentrl.envs.gym import GymEpisode
+
+
+@register_loop("gym")
+class GymAgentLoop(AgentLoopBase):
+    """Plays a gymnasium env (`env:` config) through its text adapter, one episode per trajectory.
+
+    The env is reset with the row's `extra_info["seed"]` (rows generated from `env.num_train_seeds` /
+    `env.num_eval_seeds` carry one; `extra_info["env_kwargs"]` is merged over `env.kwargs`). The first user
+    message is the adapter's instructions and the first observation, after the row's own prompt messages if any.
+    Each turn the reply is parsed into an action and the env stepped; the next observation (or, for a reply that
+    is not a valid action, feedback naming the valid form) comes back as a user message of non-trainable tokens.
+    A reply cut at `rollout.max_tokens` is parsed like any other rather than ending the episode.
+
+    Stop reasons: `done` when the episode terminates; `max_turns` when it is truncated (`env.max_steps`) or at
+    `agent.max_turns`; `tool_error_limit` after `env.max_invalid_actions` invalid replies in a row;
+    `context_overflow` at the token budget. The reward is the discounted return (`env.discount`) minus
+    `env.invalid_action_penalty` per invalid reply, set however the trajectory ends; `metrics` get `env/return`,
+    `env/success`, `env/steps`, `env/invalid_actions`, and `metadata["env"]` the seed, flags and final message.
+
+    Args:
+        config: the `agent:` config.
+        env: the env config; default: the run's `env:` section (`loop.run_config.env`).
+    """
+
+    def __init__(self, config: AgentConfig | None = None, env: EnvConfig | None = None, **kwargs: Any):
+        super().__init__(config, **kwargs)
+        self.env_config = env
+
+    def _env(self) -> EnvConfig:
+        cfg = self.env_config or getattr(self.run_config, "env", None)
+        if not isinstance(cfg, EnvConfig) or not cfg.enabled:
+            raise AgentRLError(
+                "the gym loop needs an environment: set env.id (e.g. env.id=FrozenLake-v1) or "
+                "env.entry_point=pkg.module:MyEnv, or pass GymAgentLoop(env=EnvConfig(...))"
+            )
+        return cfg
+
+    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+        from agentrl.envs.gym import GymEpisode
+
+        seed = _seed(sample)
+        episode = await asyncio.to_thread(GymEpisode.from_config, self._env(), sample.extra_info.get("env_kwargs"))
+        ctx.env = episode
+        try:
+            first = await asyncio.to_thread(episode.reset, seed)
+            ctx.start([*sample.prompt, Message(role="user", content=first)])
+            while True:
+                outcome = await asyncio.to_thread(episode.act, await _reply(ctx))
+                if outcome.terminated:
+                    ctx.trajectory.stop_reason = StopReason.DONE
+                    return ctx.trajectory
+                if outcome.truncated:
+                    raise StopLoop(StopReason.MAX_TURNS, f"episode truncated after {episode.steps} steps")
+                if episode.invalid_limit_reached:
+                    raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{episode.invalid_in_a_row} invalid actions in a row")
+                ctx.add_messages([Message(role="user", content=outcome.text)])
+        finally:
+            _record(ctx.trajectory, episode, seed)
+            episode.close()
+
+
+async def _reply(ctx: AgentContext) -> str:
+    """The next reply; one cut at `rollout.max_tokens` is still a reply (parsed, and answered when invalid),
+    so that a long-winded model is told the valid form instead of losing the episode."""
+    try:
+        return (await ctx.generate()).text
+    except StopLoop as stop:
+        if stop.reason is not StopReason.MAX_TOKENS:
+            raise
+        return str(ctx.trajectory.messages[-1].content or "")
+
+
+def _seed(sample: Sample) -> int | None:
+    seed = sample.extra_info.get("seed")
+    if seed is None or (isinstance(seed, int) and not isinstance(seed, bool)):
+        return seed
+    raise AgentRLError(f"row {sample.id or '?'}: extra_info.seed must be a whole number, not {seed!r}")
+
+
+def _record(traj: Trajectory, episode: GymEpisode, seed: int | None) -> None:
+    """The episode's reward, metrics and outcome on the trajectory (also when a budget ended it)."""
+    traj.reward = episode.reward
+    traj.reward_components["env"] = episode.discounted_return
+    if episode.invalid_action_penalty:
+        traj.reward_components["invalid_actions"] = -episode.invalid_action_penalty * episode.invalid_actions
+    traj.metrics.update(episode.metrics())
+    traj.metadata["env"] = {
+        "seed": seed,
+        "terminated": episode.terminated,
+        "truncated": episode.truncated,
+        "success": episode.success,
+        "final_message": episode.last_text,
+    }

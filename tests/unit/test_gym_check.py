@@ -1,0 +1,118 @@
+"""check_env passes on every env we claim to support and explains what is wrong with broken ones."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from agentrl.config.schema import EnvConfig
+from agentrl.envs import EnvAdapter, EnvCheckError, InvalidAction, check_env
+from tests.unit.test_gym_loop import LineWorld
+
+
+class Thermostat(gym.Env):
+    """A custom env with a Box action: nudge the temperature toward 20 degrees."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-50, 50, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Box(-2.5, 2.5, shape=(1,), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.temperature = np.array([self.np_random.uniform(0, 40)], dtype=np.float32)
+        return self.temperature.copy(), {}
+
+    def step(self, action):
+        self.temperature = np.clip(self.temperature + action, -50, 50).astype(np.float32)
+        error = float(abs(self.temperature[0] - 20))
+        return self.temperature.copy(), -error, error < 0.5, False, {}
+
+
+class Forgetful(LineWorld):
+    """Ignores the reset seed: episodes cannot be named by seeds."""
+
+    def reset(self, *, seed=None, options=None):
+        return super().reset(seed=None)
+
+
+@pytest.mark.parametrize(
+    ("env", "actions"),
+    [
+        ("FrozenLake-v1", ["LEFT", "DOWN", "RIGHT", "UP"]),
+        ("Taxi-v4", ["SOUTH", "NORTH", "EAST", "WEST", "PICKUP", "DROPOFF"]),
+        ("Blackjack-v1", ["STICK", "HIT"]),
+        ("CliffWalking-v1", ["UP", "RIGHT", "DOWN", "LEFT"]),
+    ],
+)
+def test_toy_text_envs_pass(env, actions):
+    report = check_env(env)
+    assert report.env == env and report.actions_checked == actions and report.steps_played == 20
+    assert "Each turn, reply with one of" in report.first_message
+
+
+def test_custom_envs_pass_by_instance_and_by_entry_point():
+    report = check_env(Thermostat(), max_actions=5)
+    assert report.env == "Thermostat" and len(report.actions_checked) == 5
+    assert "1 numbers separated by spaces, each between -2.5 and 2.5" in report.first_message
+    report = check_env(EnvConfig(entry_point="tests.unit.test_gym_loop:LineWorld"))
+    assert report.actions_checked == ["0", "1", "2"]
+
+
+class LowercaseWriter(EnvAdapter):
+    """Broken: writes actions with a prefix its own parser does not accept."""
+
+    action_names = ["LEFT", "DOWN", "RIGHT", "UP"]
+
+    def action_text(self, action):
+        return f"move-{int(action)}"
+
+
+class SilentObserver(EnvAdapter):
+    """Broken: empty observations, and garbage replies mapped to action 0 instead of feedback."""
+
+    def observation_text(self, obs, info):
+        return ""
+
+    def parse_action(self, text):
+        try:
+            return super().parse_action(text)
+        except InvalidAction:
+            return np.int64(0)
+
+
+def test_broken_round_trip_is_reported_with_the_fix():
+    with pytest.raises(EnvCheckError) as caught:
+        check_env("FrozenLake-v1", adapter=LowercaseWriter)
+    message = str(caught.value)
+    assert "FrozenLake-v1 cannot be played through text (4 problem(s))" in message
+    assert "action 0 is written as 'move-0', which parse_action rejects" in message
+    assert "make parse_action accept what action_text writes" in message
+
+
+def test_empty_observations_and_lenient_parsers_are_reported():
+    with pytest.raises(EnvCheckError) as caught:
+        check_env("FrozenLake-v1", adapter=SilentObserver)
+    problems = caught.value.problems
+    assert any("observation_text(...) returned '' after reset; return non-empty text" in p for p in problems)
+    assert any("a reply naming no action must raise InvalidAction" in p for p in problems)
+
+
+def test_adapter_by_dotted_path_and_a_wrong_class():
+    check_env("FrozenLake-v1", adapter="agentrl.envs.toy_text:FrozenLakeAdapter")
+    with pytest.raises(EnvCheckError, match="is not an EnvAdapter subclass; subclass agentrl.envs.EnvAdapter"):
+        check_env("FrozenLake-v1", adapter="tests.unit.test_gym_loop:LineWorld")
+
+
+def test_seed_ignoring_env_is_reported():
+    with pytest.raises(EnvCheckError, match="reset\\(seed\\) must be deterministic"):
+        check_env(Forgetful())
+
+
+def test_action_space_without_codec_points_to_adapters():
+    class Pairs(LineWorld):
+        def __init__(self):
+            super().__init__()
+            self.action_space = spaces.Tuple((spaces.Discrete(2), spaces.Discrete(2)))
+
+    with pytest.raises(EnvCheckError, match="write an EnvAdapter subclass that overrides parse_action/action_text"):
+        check_env(Pairs())
