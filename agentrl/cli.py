@@ -61,6 +61,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from agentrl.evaluate import run_eval_from_overrides
+
+    run_eval_from_overrides(args.overrides)
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from agentrl.rollout.serve import serve_from_overrides
 
@@ -99,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_, handler in [
         ("train", "train a policy on a recipe", _cmd_train),
         ("rollout", "run the agent loop over a recipe's data and save trajectories", _cmd_rollout),
-        ("eval", "evaluate a policy on a recipe's held-out data", _not_yet("eval", 7)),
+        ("eval", "evaluate a policy on a recipe's held-out data", _cmd_eval),
         ("serve", "start a rollout server: backend=hf|vllm|sglang model=... port=...", _cmd_serve),
     ]:
         add(name, help_, handler).add_argument("overrides", nargs="*", help=OVERRIDES_HELP)

@@ -30,7 +30,7 @@ class SWETestsReward(RewardComponent):
     Args:
         metric: `resolved` (1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passes, else 0.0) or
             `f2p_fraction` (the share of FAIL_TO_PASS tests passing, 0.0 when a PASS_TO_PASS test breaks).
-        timeout_s: limit of the test run (a timeout scores 0).
+        test_timeout_s: limit of the test run (a timeout scores 0); `timeout_s` is the pipeline's own limit.
         skip_empty: score an empty patch 0 without starting a container (the bundled tasks are validated to fail
             on the base commit; SWE-bench's by construction).
         memory / cpus: limits of the grading container.
@@ -42,7 +42,7 @@ class SWETestsReward(RewardComponent):
     def __init__(
         self,
         metric: Metric = "resolved",
-        timeout_s: float = 300.0,
+        test_timeout_s: float = 300.0,
         skip_empty: bool = True,
         memory: str = "1g",
         cpus: float = 1.0,
@@ -53,9 +53,9 @@ class SWETestsReward(RewardComponent):
         if metric not in ("resolved", "f2p_fraction"):
             raise ValueError(f"metric must be 'resolved' or 'f2p_fraction', not {metric!r}")
         self.metric = metric
-        self.timeout_s = timeout_s
+        self.test_timeout_s = test_timeout_s
         self.skip_empty = skip_empty
-        self.sandbox = SandboxConfig(backend="docker", memory=memory, cpus=cpus, exec_timeout_s=timeout_s)
+        self.sandbox = SandboxConfig(backend="docker", memory=memory, cpus=cpus, exec_timeout_s=test_timeout_s)
         self.limit = LoopSemaphore(max_concurrency)
 
     async def ascore(self, inp: RewardInput) -> RewardResult:
@@ -65,7 +65,7 @@ class SWETestsReward(RewardComponent):
         patch = str(inp.trajectory.metadata.get("model_patch") or "")
         async with self.limit.get():
             result = await GRADES.grade(
-                task, patch, config=self.sandbox, timeout_s=self.timeout_s, skip_empty=self.skip_empty
+                task, patch, config=self.sandbox, timeout_s=self.test_timeout_s, skip_empty=self.skip_empty
             )
         details: dict[str, Any] = result.details()
         if self.metric == "resolved":
