@@ -15,7 +15,17 @@ from matplotlib.ticker import MaxNLocator
 from agentrl.reports.series import RunSeries
 
 TIME_PHASES = ("perf/rollout_s", "perf/reward_s", "perf/train_s", "perf/weight_sync_s")
-MAX_TRAIN_PANELS = 9
+TRAIN_FIRST = (
+    "train/loss",
+    "train/pg_loss",
+    "train/grad_norm",
+    "train/kl",
+    "train/ppo_kl",
+    "train/entropy",
+    "train/clipfrac",
+    "train/lr",
+)
+MAX_TRAIN_PANELS = 12
 
 
 @dataclass
@@ -82,7 +92,7 @@ def eval_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
 
 def length_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
     """Generated (trainable) tokens per trajectory."""
-    return _lines(run, ["rollout/response_tokens_mean", "rollout/response_length_mean"], "tokens per trajectory")
+    return _lines(run, ["rollout/response_tokens_mean", "rollout/response_tokens_max"], "tokens per trajectory")
 
 
 def turns_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
@@ -109,7 +119,7 @@ def stop_reason_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
 
 def time_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
     """Seconds per step in each phase (rollout, reward, train, weight sync, and any other `perf/…_s`), stacked."""
-    others = [n for n in run.matching("perf/") if n.endswith("_s") and n not in TIME_PHASES]
+    others = [n for n in run.matching("perf/") if _is_seconds(n) and n not in TIME_PHASES]
     names = [n for n in (*TIME_PHASES, *others) if run.series.get(n)]
     if not names:
         return None
@@ -119,8 +129,10 @@ def time_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
 
 
 def train_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
-    """The policy update's series (`train/…`: loss, grad norm, KL, ...), one small panel each."""
-    names = [n for n in run.matching("train/") if run.series[n]][:MAX_TRAIN_PANELS]
+    """The policy update's series (`train/…`: loss, grad norm, KL, ...), one small panel each, at most 12."""
+    present = run.matching("train/")
+    names = [n for n in TRAIN_FIRST if n in present] + [n for n in present if n not in TRAIN_FIRST]
+    names = names[:MAX_TRAIN_PANELS]
     if not names:
         return None
     columns = min(3, len(names))
@@ -134,6 +146,10 @@ def train_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     return figure, names
+
+
+def _is_seconds(name: str) -> bool:
+    return name.endswith("_s") and not name.endswith("_per_s")  # perf/train_tokens_per_s is a rate
 
 
 def _stacked(steps: list[int], values: dict[str, dict[int, float]], ylabel: str) -> Figure:

@@ -44,7 +44,7 @@ def write_report(run_dir: Path) -> Path:
 
 def render_markdown(run: RunSeries, plots: list[Plot], run_dir: Path) -> str:
     """The report's text: summary tables, then each plot with the series it shows."""
-    steps = {s for name, points in run.series.items() if not name.startswith("eval/") for s, _ in points}
+    steps = {s for name, points in run.series.items() if name.startswith(("rollout/", "train/")) for s, _ in points}
     steps |= set(run.stop_reasons)
     lines = [
         f"# Run report: {run.name}",

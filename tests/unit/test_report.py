@@ -19,7 +19,7 @@ def write_metrics(run_dir, rows):
 
 
 def synthetic_rows(steps=4):
-    rows = [{"step": 0, "eval/reward_mean": 0.1, "eval/success_rate": 0.0}]
+    rows = [{"step": 0, "eval/reward_mean": 0.1, "eval/success_rate": 0.0, "perf/eval_s": 5.0}]
     for s in range(1, steps + 1):
         rows.append(
             {
@@ -37,6 +37,7 @@ def synthetic_rows(steps=4):
                 "perf/reward_s": 0.5,
                 "perf/train_s": 2.0,
                 "perf/weight_sync_s": 0.5,
+                "perf/train_tokens_per_s": 100.0,  # a rate, not a phase
             }
         )
     rows.append({"step": 4, "eval/reward_mean": 0.4, "eval/success_rate": 0.5})
@@ -79,8 +80,9 @@ def test_report_of_synthetic_metrics_has_every_plot_with_its_series(tmp_path):
         "perf/reward_s",
         "perf/train_s",
         "perf/weight_sync_s",
+        "perf/eval_s",
     ]
-    assert png_series(plots / "train.png") == ["train/grad_norm", "train/loss"]
+    assert png_series(plots / "train.png") == ["train/loss", "train/grad_norm"]  # the usual suspects first
     text = report.read_text()
     assert "![Reward (total and per component)](report/reward.png)" in text
     assert "| `rollout/reward_mean` | 0.1 | 0.4 | 0.1 | 0.4 | 4 |" in text
