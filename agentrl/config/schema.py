@@ -31,6 +31,7 @@ class RolloutConfig(_Section):
     max_tokens: int = Field(256, ge=1, description="tokens per assistant turn")
     max_model_len: int = Field(2048, ge=16, description="context length of the rollout server")
     request_timeout_s: float = Field(600.0, gt=0, description="timeout of one generation request")
+    seed: int | None = Field(None, description="seed trajectories' sampling (reproducible rollouts); None: random")
     trajectory_timeout_s: float = Field(1800.0, gt=0, description="wall-clock limit of one trajectory")
 
 
@@ -75,6 +76,17 @@ class TrainerConfig(_Section):
     steps: int = Field(10, ge=1, description="training steps")
     mode: Literal["sync", "async"] = Field("sync", description="on-policy, or rollout overlapping training")
     max_staleness: int = Field(1, ge=0, description="async: policy versions a sample may lag")
+    stale_samples: Literal["correct", "drop"] = Field(
+        "correct", description="async: samples older than max_staleness are kept with TIS correction, or dropped"
+    )
+    tis_cap: float | None = Field(
+        None, gt=0, description="truncated importance sampling cap on π_trainer/π_rollout; None: 2.0 in async mode"
+    )
+    dynamic_sampling: bool = Field(False, description="DAPO: drop zero-variance groups and sample more prompts")
+    max_sampling_rounds: int = Field(3, ge=1, description="dynamic sampling: generation rounds per step at most")
+    overlong_max_tokens: int | None = Field(None, ge=1, description="DAPO overlong penalty: L_max (None: off)")
+    overlong_cache_tokens: int = Field(0, ge=0, description="DAPO overlong penalty: L_cache, the soft zone")
+    resume: bool = Field(False, description="continue from the last checkpoint in output_dir")
     advantage: str = Field("grpo", description="advantage estimator: grpo, dr_grpo, rloo, reinforce++, gspo")
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
     loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = (

@@ -102,7 +102,10 @@ class AgentContext:
             raise StopLoop(StopReason.CONTEXT_OVERFLOW)
         per_turn = sampling_overrides.pop("max_tokens", self.budgets.max_tokens_per_turn)
         max_tokens = min(per_turn, room)
-        sampling = self.sampling.model_copy(update={"max_tokens": max_tokens, **sampling_overrides})
+        update: dict[str, Any] = {"max_tokens": max_tokens}
+        if self.sampling.seed is not None:  # a seeded trajectory draws a different, reproducible seed every turn
+            update["seed"] = self.sampling.seed + self.trajectory.num_turns
+        sampling = self.sampling.model_copy(update={**update, **sampling_overrides})
         started = time.perf_counter()
         out = await self.llm.generate(self.trajectory.token_ids, sampling, session_id=self.trajectory.id)
         self._time("generate_s", started)

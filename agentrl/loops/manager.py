@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -67,13 +68,21 @@ class RolloutManager:
         sibling.rollout = rollout
         return sibling
 
-    async def run(self, samples: list[Sample], n: int | None = None) -> list[Trajectory]:
-        """All trajectories, ordered by (sample, sample_index)."""
-        out = [t async for t in self.stream(samples, n)]
+    async def run(self, samples: list[Sample], n: int | None = None, seed: int | None = None) -> list[Trajectory]:
+        """All trajectories, ordered by (sample, sample_index); `seed` as in `stream`."""
+        out = [t async for t in self.stream(samples, n, seed)]
         return sorted(out, key=lambda t: (t.metadata["sample_position"], t.sample_index))
 
-    async def stream(self, samples: list[Sample], n: int | None = None) -> AsyncIterator[Trajectory]:
-        """Yield trajectories in completion order; closing the iterator cancels the unfinished ones."""
+    async def stream(
+        self, samples: list[Sample], n: int | None = None, seed: int | None = None
+    ) -> AsyncIterator[Trajectory]:
+        """Yield trajectories in completion order; closing the iterator cancels the unfinished ones.
+
+        With a `seed` (else `rollout.seed`), every trajectory samples with its own seed derived from it and its
+        (sample position, sample index), and each turn from that: the same call gives the same trajectories on
+        a server that honours seeds.
+        """
+        seed = seed if seed is not None else self.rollout.seed
         n = n or self.rollout.n
         batch = uuid.uuid4().hex[:8]
         jobs: asyncio.Queue[tuple[int, Sample, int]] = asyncio.Queue()
@@ -83,7 +92,7 @@ class RolloutManager:
         done: asyncio.Queue[Trajectory] = asyncio.Queue()
         total = jobs.qsize()
         workers = [
-            asyncio.create_task(self._worker(jobs, done, batch))
+            asyncio.create_task(self._worker(jobs, done, batch, seed))
             for _ in range(min(self.rollout.max_concurrency, total))
         ]
         bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit="traj")
@@ -98,13 +107,20 @@ class RolloutManager:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
-    async def _worker(self, jobs: asyncio.Queue, done: asyncio.Queue, batch: str) -> None:
+    async def _worker(self, jobs: asyncio.Queue, done: asyncio.Queue, batch: str, seed: int | None) -> None:
         while not jobs.empty():
             pos, sample, k = jobs.get_nowait()
-            await done.put(await self.run_one(sample, group_id=f"{batch}-{pos}", sample_index=k, position=pos))
+            traj_seed = None if seed is None else trajectory_seed(seed, pos, k)
+            traj = await self.run_one(sample, group_id=f"{batch}-{pos}", sample_index=k, position=pos, seed=traj_seed)
+            await done.put(traj)
 
-    async def run_one(self, sample: Sample, group_id: str = "", sample_index: int = 0, position: int = 0) -> Trajectory:
-        """Run one trajectory; never raises for loop failures (they are recorded on the trajectory)."""
+    async def run_one(
+        self, sample: Sample, group_id: str = "", sample_index: int = 0, position: int = 0, seed: int | None = None
+    ) -> Trajectory:
+        """Run one trajectory; never raises for loop failures (they are recorded on the trajectory).
+
+        `seed` seeds its sampling (each turn gets `seed + turn`); None samples unseeded.
+        """
         name = sample.agent_name or self.agent.name
         traj = Trajectory(group_id=group_id, sample_index=sample_index, agent_name=name)
         traj.metadata.update({"sample_id": sample.id, "sample_position": position, "data_source": sample.data_source})
@@ -113,7 +129,7 @@ class RolloutManager:
         try:
             async with asyncio.timeout(self.rollout.trajectory_timeout_s):
                 loop = self._loop(name)
-                ctx = self._context(sample, traj)
+                ctx = self._context(sample, traj, seed)
                 if self.setup_context:
                     await _maybe_await(self.setup_context(ctx))
                 traj = await loop.run(sample, ctx)
@@ -140,9 +156,11 @@ class RolloutManager:
             self._loops[name] = loop
         return self._loops[name]
 
-    def _context(self, sample: Sample, traj: Trajectory) -> AgentContext:
+    def _context(self, sample: Sample, traj: Trajectory, seed: int | None = None) -> AgentContext:
         r = self.rollout
-        sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens)
+        sampling = SamplingParams(
+            temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens, seed=seed
+        )
         budgets = Budgets(
             max_turns=self.agent.max_turns,
             max_tokens_per_turn=r.max_tokens,
@@ -166,6 +184,12 @@ class RolloutManager:
             await _maybe_await(self.teardown_context(ctx))
         except Exception as exc:
             traj.metadata["teardown_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def trajectory_seed(seed: int, position: int, sample_index: int) -> int:
+    """A 31-bit seed for one trajectory, spread far apart so that per-turn increments never collide."""
+    digest = hashlib.blake2b(f"{seed}/{position}/{sample_index}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_F000
 
 
 def _fail(traj: Trajectory, reason: StopReason, message: str) -> None:

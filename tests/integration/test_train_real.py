@@ -1,4 +1,5 @@
-"""A 2-step training run of the real model through the whole loop: rollout, reward, step, weight sync."""
+"""Training runs of the real model through the whole loop: rollout, reward, step, weight sync — sync and async
+mode, and checkpoint → resume reproducing the next step's loss."""
 
 import gzip
 import json
@@ -11,29 +12,60 @@ from agentrl.types import Trajectory
 pytestmark = pytest.mark.integration
 
 
+def train(url, out, *overrides):
+    args = [
+        "train",
+        "recipe=quickstart",
+        f"rollout.urls=[{url}]",
+        "data.batch_size=2",
+        "rollout.n=2",
+        "rollout.max_tokens=12",
+        "data.eval_files=[]",
+        f"output_dir={out}",
+        *overrides,
+    ]
+    assert main(args) == 0
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def versions_of_step(out, step):
+    with gzip.open(out / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
+        trajectories = [Trajectory.from_json(line) for line in f]
+    return {seg.policy_version for t in trajectories for seg in t.segments if seg.trainable}
+
+
 def test_two_step_sync_training_run(hf_server_url, tmp_path):
-    code = main(
-        [
-            "train",
-            "recipe=quickstart",
-            f"rollout.urls=[{hf_server_url}]",
-            "trainer.steps=2",
-            "data.batch_size=2",
-            "rollout.n=2",
-            "rollout.max_tokens=16",
-            "data.eval_files=[]",
-            f"output_dir={tmp_path}",
-        ]
-    )
-    assert code == 0
-    steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = train(hf_server_url, tmp_path, "trainer.steps=2")
     assert [s["step"] for s in steps] == [1, 2]
     for s in steps:
         print({k: s[k] for k in ("train/loss", "train/rollout_logprob_abs_diff", "perf/weight_sync_s")})
         assert s["train/rollout_logprob_abs_diff"] < 1e-3  # training-inference mismatch of the hf backend, fp32
-        assert s["train/tokens"] > 0
-    with gzip.open(tmp_path / "trajectories" / "step_0002.jsonl.gz", "rt") as f:
-        second = [Trajectory.from_json(line) for line in f]
-    # step 2 was sampled after step 1's weights were pushed: its tokens carry the new policy version
-    versions = {seg.policy_version for t in second for seg in t.segments if seg.trainable}
-    assert versions == {1}
+        assert s["train/tokens"] > 0 and s["rollout/staleness_mean"] == 0.0
+    # on-policy: step 2 was sampled only after step 1's weights were pushed
+    assert versions_of_step(tmp_path, 2) == {1}
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "tensorboard").is_dir()
+
+
+def test_two_step_async_training_run_overlaps_rollout_with_training(hf_server_url, tmp_path):
+    steps = train(hf_server_url, tmp_path, "trainer.steps=2", "trainer.mode=async", "trainer.max_staleness=1")
+    assert [s["step"] for s in steps] == [1, 2]
+    # step 2 was sampled while step 1 trained, by the weights of version 0: one version stale, TIS-corrected
+    assert versions_of_step(tmp_path, 2) == {0}
+    assert steps[1]["rollout/staleness_mean"] == 1.0 and steps[1]["rollout/stale_trajectories"] == 0.0
+    assert all(s["train/tokens"] > 0 for s in steps)
+
+
+def test_resume_from_a_checkpoint_reproduces_the_next_step(hf_server_url, tmp_path):
+    # seed 7: step 2 is the first with reward variance, so the checkpoint after it holds a real update
+    common = ("rollout.seed=7", "trainer.save_every=1")
+    whole = train(hf_server_url, tmp_path / "whole", "trainer.steps=3", *common)
+    train(hf_server_url, tmp_path / "cut", "trainer.steps=2", *common)
+    assert (tmp_path / "cut" / "checkpoints" / "step_000002" / "trainer_state.json").is_file()
+    resumed = train(hf_server_url, tmp_path / "cut", "trainer.steps=3", "trainer.resume=true", *common)
+    assert whole[1]["train/grad_norm"] > 0  # the update before the cut was not empty
+    assert [s["step"] for s in resumed] == [1, 2, 3]  # appended to the interrupted run's metrics
+    after, uninterrupted = resumed[-1], whole[-1]
+    print({k: (after[k], uninterrupted[k]) for k in ("train/loss", "train/grad_norm", "rollout/reward_mean")})
+    assert after["rollout/reward_mean"] == uninterrupted["rollout/reward_mean"]
+    assert after["train/loss"] == pytest.approx(uninterrupted["train/loss"], abs=1e-6)
+    assert after["train/grad_norm"] == pytest.approx(uninterrupted["train/grad_norm"], rel=1e-4, abs=1e-6)

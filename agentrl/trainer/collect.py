@@ -1,0 +1,108 @@
+"""BatchCollector: one training step's scored trajectories — rollout, rewards, DAPO shaping and dynamic sampling."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.config.schema import TrainerConfig
+from agentrl.loops.manager import RolloutManager
+from agentrl.rewards.pipeline import RewardPipeline
+from agentrl.trainer.cursor import DataCursor
+from agentrl.trainer.sampling import DynamicSamplingBuffer, groups_to_request, overlong_penalty
+from agentrl.types import Sample, Trajectory
+
+
+@dataclass
+class CollectedBatch:
+    """The trajectories of one step, with what it took to make them."""
+
+    step: int
+    trajectories: list[Trajectory]
+    """Scored trajectories to train on (zero-variance groups already dropped under dynamic sampling)."""
+    generated: list[Trajectory]
+    """Everything generated for the step (for metrics and the saved trajectories)."""
+    cursor_state: dict[str, int]
+    """The data cursor right after this batch was drawn (saved with the checkpoint of this step)."""
+    timings: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class BatchCollector:
+    """Draws prompts with a `DataCursor`, rolls them out, scores them and shapes the rewards.
+
+    Args:
+        manager: the rollout manager (`rollout.n` samples per prompt form a group).
+        rewards: the reward pipeline.
+        samples: the training set.
+        batch_size: prompts (groups) per step.
+        trainer: `dynamic_sampling`, `max_sampling_rounds`, `overlong_*`.
+        seed: seeds the data order, and each step's sampling when `rollout.seed` is set.
+    """
+
+    def __init__(
+        self,
+        manager: RolloutManager,
+        rewards: RewardPipeline,
+        samples: list[Sample],
+        batch_size: int,
+        trainer: TrainerConfig,
+        seed: int = 0,
+    ):
+        self.manager = manager
+        self.rewards = rewards
+        self.samples = samples
+        self.batch_size = batch_size
+        self.trainer = trainer
+        self.cursor = DataCursor(len(samples), seed=seed)
+        self.rollout_seed = manager.rollout.seed
+
+    async def collect(self, step: int) -> CollectedBatch:
+        """Roll out and score the batch of `step` (several rounds under dynamic sampling)."""
+        timings = {"rollout_s": 0.0, "reward_s": 0.0}
+        buffer = DynamicSamplingBuffer(self.batch_size)
+        generated: list[Trajectory] = []
+        rounds = self.trainer.max_sampling_rounds if self.trainer.dynamic_sampling else 1
+        request = self.batch_size
+        for round_index in range(rounds):
+            scored = await self._round(step, round_index, request, timings)
+            generated.extend(scored)
+            if not self.trainer.dynamic_sampling:
+                break
+            buffer.add(scored)
+            if buffer.needed == 0:
+                break
+            request = groups_to_request(buffer.needed, buffer.keep_ratio)
+        train_on = buffer.take() if self.trainer.dynamic_sampling else generated
+        metrics = {"rollout/sampling_rounds": float(round_index + 1)}
+        if self.trainer.dynamic_sampling:
+            metrics["rollout/kept_groups"] = float(len({t.group_id for t in train_on}))
+        return CollectedBatch(step, train_on, generated, self.cursor.state(), timings, metrics)
+
+    async def _round(self, step: int, round_index: int, count: int, timings: dict[str, float]) -> list[Trajectory]:
+        batch = [self.samples[i] for i in self.cursor.take(count)]
+        started = time.perf_counter()
+        seed = None if self.rollout_seed is None else self.rollout_seed + 7919 * step + 104729 * round_index
+        trajectories = await self.manager.run(batch, seed=seed)
+        timings["rollout_s"] += time.perf_counter() - started
+        started = time.perf_counter()
+        await self.rewards.ascore_batch(trajectories, [batch[t.metadata["sample_position"]] for t in trajectories])
+        self._shape(trajectories)
+        timings["reward_s"] += time.perf_counter() - started
+        for traj in trajectories:
+            traj.metadata["step"] = step
+        return trajectories
+
+    def _shape(self, trajectories: list[Trajectory]) -> None:
+        max_tokens = self.trainer.overlong_max_tokens
+        if max_tokens is None:
+            return
+        for traj in trajectories:
+            penalty = overlong_penalty(traj.num_generated_tokens, max_tokens, self.trainer.overlong_cache_tokens)
+            traj.reward = (traj.reward or 0.0) + penalty
+            traj.reward_components["overlong"] = penalty
+
+    def state(self) -> dict[str, Any]:
+        """The data position (for checkpoints)."""
+        return self.cursor.state()

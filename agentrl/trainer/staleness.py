@@ -1,0 +1,27 @@
+"""Off-policy bookkeeping for async training: how many policy versions behind a trajectory's tokens are."""
+
+from __future__ import annotations
+
+from agentrl.types import Trajectory
+
+
+def oldest_version(traj: Trajectory) -> int | None:
+    """The oldest policy version among the trajectory's generated segments (None if it generated nothing)."""
+    versions = [s.policy_version for s in traj.segments if s.trainable and s.policy_version is not None]
+    return min(versions) if versions else None
+
+
+def staleness(traj: Trajectory, current_version: int) -> int:
+    """Versions between the policy being trained (`current_version`) and the oldest one that wrote `traj`."""
+    oldest = oldest_version(traj)
+    return 0 if oldest is None else max(0, current_version - oldest)
+
+
+def split_stale(
+    trajectories: list[Trajectory], current_version: int, max_staleness: int
+) -> tuple[list[Trajectory], list[Trajectory]]:
+    """`(fresh, stale)`: stale trajectories lag more than `max_staleness` versions behind."""
+    fresh, stale = [], []
+    for traj in trajectories:
+        (stale if staleness(traj, current_version) > max_staleness else fresh).append(traj)
+    return fresh, stale
