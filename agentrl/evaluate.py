@@ -225,21 +225,21 @@ class ChatPolicy:
         self.base_url = base_url
         self.api_key = api_key or ("EMPTY" if base_url else None)
         self.timeout_s = timeout_s
-        self._messages: dict[str, list[Message]] = {}
+        self._trajectories: dict[str, Trajectory] = {}
 
     def attach(self, manager: Any) -> None:
         """Let the policy see each trajectory's messages (wraps the manager's context hooks)."""
         setup, teardown = manager.setup_context, manager.teardown_context
 
         async def on_setup(ctx: Any) -> None:
-            self._messages[ctx.trajectory.id] = ctx.trajectory.messages
+            self._trajectories[ctx.trajectory.id] = ctx.trajectory
             if setup is not None:
                 out = setup(ctx)
                 if asyncio.iscoroutine(out):
                     await out
 
         async def on_teardown(ctx: Any) -> None:
-            self._messages.pop(ctx.trajectory.id, None)
+            self._trajectories.pop(ctx.trajectory.id, None)
             if teardown is not None:
                 out = teardown(ctx)
                 if asyncio.iscoroutine(out):
@@ -250,12 +250,12 @@ class ChatPolicy:
     async def generate(self, prompt_ids: list[int], sampling: Any, session_id: str | None = None) -> ChatOutput:
         from agentrl.rewards.judge import _litellm
 
-        messages = self._messages.get(session_id or "")
-        if messages is None:
+        traj = self._trajectories.get(session_id or "")
+        if traj is None:
             raise AgentRLError("ChatPolicy.generate called for an unknown trajectory; call attach(manager) first")
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": chat_messages(messages),
+            "messages": chat_messages(traj.messages),
             "max_tokens": sampling.max_tokens,
             "temperature": sampling.temperature,
             "timeout": self.timeout_s,
