@@ -99,10 +99,21 @@
   }
 
   // ---- tree ----------------------------------------------------------------------------------------------
+  // A <details> whose children (a function returning nodes) are built only once it is opened: a long run's
+  // closed steps cost one element each.
   function foldable(key, summary, defaultOpen, children) {
-    const node = el("details", { data: { key } }, el("summary", {}, summary), children);
-    if (state.open.has(key) || (defaultOpen && !state.open.has("closed:" + key))) node.open = true;
+    const node = el("details", { data: { key } }, el("summary", {}, summary));
+    let built = false;
+    const build = () => {
+      if (!built) node.append(...[children()].flat(Infinity).filter(Boolean));
+      built = true;
+    };
+    if (state.open.has(key) || (defaultOpen && !state.open.has("closed:" + key))) {
+      build();
+      node.open = true;
+    }
     node.addEventListener("toggle", () => {
+      if (node.open) build();
       state.open.delete(node.open ? "closed:" + key : key);
       state.open.add(node.open ? key : "closed:" + key);
     });
@@ -134,26 +145,26 @@
     DATA.runs.forEach((run, ri) => {
       const stepNodes = [];
       run.steps.forEach((step, si) => {
-        const groupNodes = [];
-        let shown = [];
-        for (const group of step.groups) {
-          const idx = group.trajs.filter((i) => state.visible[i]);
-          if (!idx.length) continue;
-          shown = shown.concat(idx);
-          const label = group.id.length > 14 ? group.id.slice(0, 12) + "…" : group.id;
-          const meta = el("span", { class: "meta", text: ` · ${idx.length} · mean r=${fmt(meanReward(idx), 2)}` });
-          const node = foldable(`g:${ri}:${si}:${group.id}`, [`group ${label}`, meta], true, idx.map(trajRow));
-          node.classList.add("group");
-          groupNodes.push(node);
-        }
+        const groups = step.groups
+          .map((group) => ({ id: group.id, idx: group.trajs.filter((i) => state.visible[i]) }))
+          .filter((group) => group.idx.length);
+        const shown = groups.flatMap((group) => group.idx);
         if (!shown.length) return;
+        const groupNodes = () =>
+          groups.map(({ id, idx }) => {
+            const label = id.length > 14 ? id.slice(0, 12) + "…" : id;
+            const meta = el("span", { class: "meta", text: ` · ${idx.length} · mean r=${fmt(meanReward(idx), 2)}` });
+            const node = foldable(`g:${ri}:${si}:${id}`, [`group ${label}`, meta], true, () => idx.map(trajRow));
+            node.classList.add("group");
+            return node;
+          });
         const lastStep = si === run.steps.length - 1;
         const meta = el("span", { class: "meta", text: ` · ${shown.length} trajs · mean r=${fmt(meanReward(shown), 2)}` });
         const node = foldable(`s:${ri}:${si}`, [step.name, meta], run.steps.length <= 3 || lastStep, groupNodes);
         node.classList.add("step");
         stepNodes.push(node);
       });
-      const node = foldable(`r:${ri}`, [el("strong", { text: run.name }), ` (${run.steps.length} steps)`], true, stepNodes);
+      const node = foldable(`r:${ri}`, [el("strong", { text: run.name }), ` (${run.steps.length} steps)`], true, () => stepNodes);
       node.classList.add("run");
       tree.append(node);
     });
@@ -162,6 +173,12 @@
   // ---- detail --------------------------------------------------------------------------------------------
   function select(i) {
     state.selected = i;
+    const stepKey = `s:${DATA.trajs[i].run}:${DATA.trajs[i].step}`;
+    if (state.visible[i] && !document.querySelector(`.traj-row[data-index="${i}"]`)) {
+      state.open.delete("closed:" + stepKey); // a link to a trajectory in a folded step unfolds it
+      state.open.add(stepKey);
+      renderTree();
+    }
     for (const row of document.querySelectorAll(".traj-row.selected")) row.classList.remove("selected");
     for (const row of document.querySelectorAll(`.traj-row[data-index="${i}"]`)) row.classList.add("selected");
     history.replaceState(null, "", "#t=" + encodeURIComponent(DATA.trajs[i].id));
