@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shlex
+import sys
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,12 +177,26 @@ async def _grade_in(sandbox: Any, task: SWETask, base: str, model_patch: str, ti
     return GradeResult(task.instance_id, resolved, True, f2p, p2p, run.timed_out, error, "\n".join(log))
 
 
+def log_outcome(task: SWETask, result: GradeResult) -> None:
+    """One line per graded patch on stderr: the per-task outcomes of a training or eval run."""
+    d = result.details()
+    status = "RESOLVED" if result.resolved else ("no patch" if result.error and "empty" in result.error else "failed")
+    print(
+        f"[agentrl swe] {task.instance_id}: {status} (FAIL_TO_PASS {d['f2p_passed']}, PASS_TO_PASS {d['p2p_passed']}"
+        f"{', ' + result.error if result.error and status != 'no patch' else ''}) in {result.duration_s:.1f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 class GradeCache:
     """Grading results by (task, patch), shared by reward components; concurrent identical requests wait for one
-    grading instead of starting their own. Bounded (least recently used entries go first)."""
+    grading instead of starting their own. Bounded (least recently used entries go first). Each new grading is
+    reported through `log` (default: one line on stderr; None: quiet)."""
 
-    def __init__(self, max_entries: int = 4096) -> None:
+    def __init__(self, max_entries: int = 4096, log: Callable[[SWETask, GradeResult], None] | None = log_outcome):
         self.max_entries = max_entries
+        self.log = log
         self._done: OrderedDict[tuple[str, str], GradeResult] = OrderedDict()
         self._running: dict[tuple[str, str, int], asyncio.Task[GradeResult]] = {}
 
@@ -192,11 +208,14 @@ class GradeCache:
             return self._done[key]
         loop_key = (*key, id(asyncio.get_running_loop()))
         running = self._running.get(loop_key)
+        started_here = running is None
         if running is None:
             running = asyncio.ensure_future(grade_patch(task, model_patch, **kwargs))
             self._running[loop_key] = running
             running.add_done_callback(lambda _: self._running.pop(loop_key, None))
         result = await asyncio.shield(running)
+        if started_here and self.log is not None:
+            self.log(task, result)
         self._done[key] = result
         while len(self._done) > self.max_entries:
             self._done.popitem(last=False)

@@ -94,7 +94,7 @@ async def prepare_repo(sandbox: Sandbox, task: SWETask, timeout: float = 300.0) 
         f"if [ {q_src} != {q_dest} ]; then rm -rf {q_dest}; cp -a {q_src} {q_dest}; fi",
         f"cd {q_dest}",
         "git config --global --add safe.directory '*'",
-        f"printf '{excludes}\\n' >> .git/info/exclude",
+        f"mkdir -p .git/info && printf '{excludes}\\n' >> .git/info/exclude",
     ]
     if task.base_commit:
         b = shlex.quote(task.base_commit)
