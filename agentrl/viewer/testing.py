@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.loops.chat_template import encode, render
-from agentrl.types import Message, Segment, StopReason, Trajectory
+from agentrl.types import Message, Role, Segment, StopReason, Trajectory
 
 # a 1x1 PNG
 PIXEL_PNG = base64.b64decode(
@@ -48,7 +48,7 @@ def conversation_segments(tokenizer: Any, messages: list[Message], logprob: floa
         context = render(tokenizer, messages[:k], add_generation_prompt=True)[len(done) :]
         full = render(tokenizer, messages[: k + 1], add_generation_prompt=False)
         generated = full[len(done) + len(context) :].rstrip("\n")
-        role = "user" if k and messages[k - 1].role != "tool" else "tool"
+        role: Role = "tool" if k and messages[k - 1].role == "tool" else "user"
         segments.append(Segment(token_ids=encode(tokenizer, context), trainable=False, role=role))
         ids = encode(tokenizer, generated)
         segments.append(Segment(token_ids=ids, trainable=True, logprobs=[logprob] * len(ids), policy_version=0))
@@ -76,7 +76,8 @@ def write_sample_run(run_dir: Path, tokenizer: Any) -> SampleRun:
         Message(role="tool", content=TOOL_OUTPUT, name="add", tool_call_id="call-1"),
         Message(role="assistant", content=FINAL_ANSWER),
     ]
-    common = {"agent_name": "tool_agent", "num_turns": 2, "metadata": {"sample_id": "task-add", "data_source": "math"}}
+    metadata = {"sample_id": "task-add", "data_source": "math"}
+    common: dict[str, Any] = {"agent_name": "tool_agent", "num_turns": 2, "metadata": metadata}
     known = _trajectory(
         tokenizer,
         tool_chat,
@@ -115,7 +116,7 @@ def write_sample_run(run_dir: Path, tokenizer: Any) -> SampleRun:
 
 def _echo(tokenizer: Any, index: int, reward: float) -> Trajectory:
     pixel = "data:image/png;base64," + base64.b64encode(PIXEL_PNG).decode()
-    screenshot = [
+    screenshot: list[dict[str, Any]] = [
         {"type": "text", "text": "Echo the word on the screen."},
         {"type": "image_url", "image_url": {"url": pixel if index == 0 else "screens/shot.png"}},
     ]
