@@ -104,9 +104,11 @@ def test_cli_config_error_exits_2_without_traceback(recipes, capsys):
     assert "Traceback" not in err
 
 
-def test_cli_unavailable_command_exits_2(capsys):
-    assert main(["eval"]) == 2
-    assert "not available yet" in capsys.readouterr().err
+def test_cli_user_error_exits_2_with_one_line(tmp_path, capsys):
+    assert main(["view", str(tmp_path / "no-such-run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentrl view: error: ") and "does not exist" in err
+    assert "Traceback" not in err
 
 
 def test_cli_help_for_each_command(capsys):
