@@ -5,14 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import LlamaForCausalLM
+
 from agentrl.config.schema import AgentRLConfig
 from agentrl.types import Segment, Trajectory
 from tests.tiny_models import tiny_llama
 
 
-def tiny_model_dir(folder: Path, seed: int = 0) -> str:
-    """A tiny random Llama saved as a Hugging Face model folder (loaded like any model path)."""
-    tiny_llama(seed).save_pretrained(folder)
+def tiny_model_dir(folder: Path, seed: int = 0, tied: bool = False) -> str:
+    """A tiny random Llama saved as a Hugging Face model folder (loaded like any model path); `tied`: its output
+    head shares the input embeddings, as SmolLM2's does."""
+    model = tiny_llama(seed)
+    if tied:
+        config = model.config
+        config.tie_word_embeddings = True
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.save_pretrained(folder)
     return str(folder)
 
 

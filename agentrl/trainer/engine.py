@@ -152,14 +152,20 @@ class PolicyEngine:
         return out
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """A snapshot of the full (unsharded) state dict on CPU (training on does not change it); with FSDP every
-        rank must call it and only rank 0 gets tensors."""
+        """A snapshot of the full (unsharded) state dict on CPU, which training on leaves unchanged.
+
+        Tied aliases (`lm_head.weight` when tied to the input embeddings) are left out, as `save_pretrained`
+        does: loaders re-tie them, and the weights to send shrink (by 17% for SmolLM2-135M). With FSDP every
+        rank must call it and only rank 0 gets tensors.
+        """
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        aliases = tied_aliases(self.model)
         if self.world_size == 1:
-            return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+            state = self.model.state_dict()
+            return {k: v.detach().to("cpu", copy=True) for k, v in state.items() if k not in aliases}
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_model_state_dict(self.model, options=options)
+        return {k: v for k, v in get_model_state_dict(self.model, options=options).items() if k not in aliases}
 
     def full_gradients(self) -> dict[str, torch.Tensor]:
         """The last step's full gradients by parameter name, on CPU (for tests and debugging; collective)."""
@@ -184,6 +190,17 @@ def response_logprobs(model: torch.nn.Module, batch: PaddedBatch, rows: slice, d
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows][:, p:].to(logp.dtype)
     return logp * real
+
+
+def tied_aliases(model: torch.nn.Module) -> set[str]:
+    """State-dict names whose tensor is the very parameter of an earlier name (tied weights)."""
+    seen: set[int] = set()
+    aliases = set()
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) in seen:
+            aliases.add(name)
+        seen.add(id(tensor))
+    return aliases
 
 
 def batch_to(batch: PaddedBatch, device: torch.device) -> PaddedBatch:
@@ -245,5 +262,6 @@ __all__ = [
     "is_additive",
     "response_logprobs",
     "shard_model",
+    "tied_aliases",
     "token_share",
 ]

@@ -45,6 +45,8 @@ def policy_step(
     this rank trains on rows `rank::world_size` (data parallel under FSDP); the metrics are reduced over the
     ranks, so every rank returns the global figures. A rank left without rows runs one fully masked row.
 
+    The step is one update on the whole batch (cut into micro-batches only for memory), so the PPO ratio's
+    π_θ_old is the current policy and its logprobs come from the training forward itself.
     `train/rollout_logprob_abs_diff` is the mean |rollout logprob − trainer logprob| over trainable tokens: the
     training-inference mismatch of the rollout engine. With a `reference`, `train/kl` is the KL estimator
     (`cfg.kl_estimator`) to it, aggregated like the loss, and `cfg.kl_coef > 0` adds it to the loss.
@@ -56,16 +58,20 @@ def policy_step(
     batch, local_adv = _rank_batch(trajectories, advantages, shard, pad_token_id, engine.device)
     num_tokens = float(sum(t.num_generated_tokens for t in trajectories))
     num_seqs = float(len(trajectories))
-    old_logprobs = engine.logprobs(batch)
     ref_logprobs = reference.logprobs(engine, batch) if reference is not None else None
     token_adv = broadcast_to_tokens(local_adv, batch.response_mask)
+    trainer_logprobs = torch.zeros_like(batch.rollout_logprobs)
     loss = get_loss(cfg.loss)
     lcfg = loss_config(cfg)
 
     def micro_loss(logp: torch.Tensor, rows: slice) -> tuple[torch.Tensor, dict[str, float]]:
+        # one update per batch: π_θ_old is this very forward's policy, so log π_old = log π_θ detached (as TRL
+        # does with num_iterations=1), which saves a whole forward pass over the batch
+        old = logp.detach()
+        trainer_logprobs[rows] = old
         return loss(
             logp,
-            old_logprobs[rows],
+            old,
             token_adv[rows],
             batch.response_mask[rows],
             lcfg,
@@ -77,7 +83,7 @@ def policy_step(
 
     metrics = engine.train_step(batch, micro_loss)
     out = {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
-    out["train/rollout_logprob_abs_diff"] = _mismatch(batch, old_logprobs)
+    out["train/rollout_logprob_abs_diff"] = _mismatch(batch, trainer_logprobs)
     if shard[1] > 1:
         out = _reduce_over_ranks(out, float(batch.response_mask.sum()), engine)
     out["train/advantage_abs_mean"] = float(advantages.abs().mean())

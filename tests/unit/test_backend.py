@@ -24,6 +24,19 @@ def test_one_rank_is_a_local_backend_whose_weights_are_a_cpu_snapshot(tmp_path):
     backend.close()
 
 
+@pytest.mark.parametrize("lora_rank", [0, 2])
+def test_tied_head_is_left_out_of_the_weights_and_the_hf_server_accepts_them(tmp_path, lora_rank):
+    from agentrl.models import load_model
+    from agentrl.rollout.servers.hf.weights import validate_state_dict
+
+    model_dir = tiny_model_dir(tmp_path, tied=True)
+    server_model = load_model(model_dir)
+    assert server_model.lm_head.weight is server_model.model.embed_tokens.weight
+    weights = LocalBackend(run_config(lora_rank=lora_rank), model_dir, 0).state_dict()
+    assert set(weights) == set(server_model.state_dict()) - {"lm_head.weight"}
+    validate_state_dict(server_model, weights)  # raises if the hf server would refuse them
+
+
 def test_building_a_backend_leaves_the_callers_torch_rng_alone(tmp_path):
     model = tiny_model_dir(tmp_path)
     torch.manual_seed(7)

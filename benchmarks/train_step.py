@@ -1,0 +1,207 @@
+"""Trainer step throughput: agentrl's TrainBackend (1 rank) against a plain transformers step, and weight sync.
+
+Run from the repository root with the project's venv:
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/train_step.py            # default model, 3-8 minutes
+    .venv/bin/python benchmarks/train_step.py --quick                      # smaller batch, fewer repeats
+    .venv/bin/python benchmarks/train_step.py --no-sync                    # no hf server, no weight sync
+
+What is measured
+----------------
+One batch of `--batch` synthetic scored trajectories (seeded random token ids: a `--prompt-len` prompt and a
+`--response-len` generated response each, in groups of 4 with rewards 0/1, so GRPO advantages are non-zero),
+trained two ways in the same process, on two copies of the same model (fp32 on CPU):
+
+* **engine**: `make_backend(cfg, model, pad).step(trajectories)` with `trainer.num_ranks=1`: the whole
+  policy step the loop runs (collate, GRPO advantages, micro-batches by token budget, the ppo_clip loss with its
+  metrics, grad clipping, AdamW, LR scheduler, the mismatch metric);
+* **plain**: a hand-written transformers step on the already collated batch: forward, log-softmax gather of
+  the response tokens, `-(Â · log π · mask).sum() / tokens`, backward, `clip_grad_norm_`, `AdamW.step()`.
+
+The two alternate (a b b a ...) for `--repeats` rounds each, after one unmeasured warm-up step of each, so
+that drift of this shared machine hits both alike; the median of each is kept. Tokens are the batch's real
+(unpadded) tokens, prompt included: both paths run the forward and backward over all of them.
+
+Weight sync: an `hf` rollout server is started on the same model (`launch_hf_server`, as
+`rollout_throughput.py` does); each round takes `backend.state_dict()` (the CPU snapshot the loop pushes) and
+times `WeightSync.push` of it (safetensors in /dev/shm, `POST /v1/weights`, the server loads it in place): the
+figure the loop logs as `perf/weight_sync_s`. Median of `--sync-repeats`. The server is stopped on exit, also
+on errors and Ctrl-C.
+
+The figures (the last line printed is one JSON object)
+-----------------------------------------------------
+* `train_tok_s`: engine tokens/s (median step);
+* `engine_over_plain`: engine tokens/s over plain tokens/s (target >= 0.8);
+* `weight_sync_s`: median seconds of `WeightSync.push` to the hf server (target < 2 for the 135M model);
+  null with `--no-sync`;
+* `state_dict_s`: median seconds of `backend.state_dict()` (the snapshot before the push).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `agentrl` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+from agentrl.config.schema import AgentRLConfig
+from agentrl.trainer.algorithms import compute_advantages, rewards_and_groups
+from agentrl.trainer.batch import PaddedBatch, collate
+from agentrl.types import Segment, Trajectory
+
+GROUP = 4
+
+
+def trajectories(batch: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0) -> list[Trajectory]:
+    """Seeded synthetic scored trajectories, `GROUP` per prompt, rewards alternating 1/0 within a group."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(batch):
+        prompt = torch.randint(10, vocab, (prompt_len,), generator=gen).tolist()
+        response = torch.randint(10, vocab, (response_len,), generator=gen).tolist()
+        segments = [
+            Segment(token_ids=prompt, trainable=False),
+            Segment(token_ids=response, trainable=True, logprobs=[-1.0] * response_len),
+        ]
+        out.append(Trajectory(segments=segments, group_id=f"g{i // GROUP}", reward=float(i % 2)))
+    return out
+
+
+class PlainStep:
+    """A plain transformers policy-gradient step: forward, masked logprob loss, backward, clip, AdamW."""
+
+    def __init__(self, model: torch.nn.Module, lr: float, grad_clip: float):
+        self.model = model
+        self.grad_clip = grad_clip
+        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+
+    def __call__(self, batch: PaddedBatch, advantages: torch.Tensor) -> None:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            use_cache=False,
+        ).logits
+        p = batch.prompt_len
+        logp = torch.log_softmax(logits[:, p - 1 : -1].float(), -1)
+        logp = logp.gather(-1, batch.input_ids[:, p:, None]).squeeze(-1)
+        mask = batch.response_mask.float()
+        loss = -(logp * advantages[:, None] * mask).sum() / mask.sum()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        self.optimizer.step()
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def alternate(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]]:
+    """Times of `a` and `b`, run a b b a a b ... after one warm-up call each."""
+    a(), b()
+    times_a: list[float] = []
+    times_b: list[float] = []
+    for i in range(repeats):
+        first, second = (a, b) if i % 2 == 0 else (b, a)
+        t1, t2 = timed(first), timed(second)
+        (times_a if first is a else times_b).append(t1)
+        (times_b if first is a else times_a).append(t2)
+        print(f"  round {i + 1}: engine {times_a[-1]:.2f} s, plain {times_b[-1]:.2f} s", flush=True)
+    return times_a, times_b
+
+
+def weight_sync_times(backend: Any, model_path: str, repeats: int) -> list[tuple[float, float]]:
+    """(state_dict seconds, push seconds) per round, pushing to a freshly started hf server."""
+    from agentrl.rollout.servers.hf.launch import launch_hf_server
+    from agentrl.trainer.sync import WeightSync
+
+    started = time.perf_counter()
+    handle = launch_hf_server(model_path, max_model_len=512)
+    try:
+        print(f"hf server up at {handle.url} in {time.perf_counter() - started:.0f} s", flush=True)
+        sync = WeightSync([handle.url])
+        rounds = []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            state = backend.state_dict()
+            t1 = time.perf_counter()
+            push_s = sync.push(state)
+            rounds.append((t1 - t0, push_s))
+            print(f"  sync {i + 1}: state_dict {t1 - t0:.2f} s + push {push_s:.2f} s", flush=True)
+        return rounds
+    finally:
+        handle.stop()
+
+
+def compare(
+    backend: Any, plain_model: torch.nn.Module, cfg: AgentRLConfig, trajs: list[Trajectory], pad: int, repeats: int
+) -> tuple[int, float, float]:
+    """(tokens, median engine step s, median plain step s), the two paths alternating on the same batch."""
+    plain = PlainStep(plain_model, lr=cfg.trainer.lr, grad_clip=cfg.trainer.grad_clip)
+    batch = collate(trajs, pad)
+    rewards, groups = rewards_and_groups(trajs)
+    advantages = compute_advantages(cfg.trainer.advantage, rewards, groups)
+    tokens = int(batch.attention_mask.sum())
+    print(f"{torch.get_num_threads()} threads; {len(trajs)} trajectories, {tokens} tokens; {repeats} rounds each")
+    engine_s, plain_s = alternate(lambda: backend.step(trajs), lambda: plain(batch, advantages), repeats)
+    engine_med, plain_med = statistics.median(engine_s), statistics.median(plain_s)
+    print(f"engine {tokens / engine_med:.1f} tok/s (median {engine_med:.2f} s), plain {tokens / plain_med:.1f} tok/s")
+    return tokens, engine_med, plain_med
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="default", help="model spec (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--batch", type=int, default=8, help="trajectories per step")
+    parser.add_argument("--prompt-len", type=int, default=48, help="prompt tokens per trajectory")
+    parser.add_argument("--response-len", type=int, default=48, help="generated tokens per trajectory")
+    parser.add_argument("--repeats", type=int, default=5, help="measured steps of each path")
+    parser.add_argument("--sync-repeats", type=int, default=3)
+    parser.add_argument("--no-sync", action="store_true", help="skip the weight sync (no hf server)")
+    parser.add_argument("--quick", action="store_true", help="batch 4, 32+32 tokens, 2 repeats")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.batch, args.prompt_len, args.response_len, args.repeats, args.sync_repeats = 4, 32, 32, 2, 2
+
+    from agentrl.models import load_model, load_tokenizer, resolve_model
+    from agentrl.trainer.backend import make_backend
+
+    model_path = resolve_model(args.model)
+    tokenizer = load_tokenizer(model_path)
+    pad = tokenizer.pad_token_id or 0
+    cfg = AgentRLConfig.model_validate({"trainer": {"lr": 1e-6, "num_ranks": 1}})
+    backend = make_backend(cfg, model_path, pad)
+    trajs = trajectories(args.batch, args.prompt_len, args.response_len, len(tokenizer))
+    tokens, engine_med, plain_med = compare(backend, load_model(model_path), cfg, trajs, pad, args.repeats)
+
+    sync_s = state_s = None
+    if not args.no_sync:
+        rounds = weight_sync_times(backend, model_path, args.sync_repeats)
+        state_s = statistics.median(a for a, _ in rounds)
+        sync_s = statistics.median(b for _, b in rounds)
+    backend.close()
+    result = {
+        "train_tok_s": round(tokens / engine_med, 2),
+        "engine_over_plain": round(plain_med / engine_med, 3),
+        "weight_sync_s": None if sync_s is None else round(sync_s, 3),
+        "state_dict_s": None if state_s is None else round(state_s, 3),
+    }
+    print(json.dumps(result), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()
