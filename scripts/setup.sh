@@ -127,6 +127,7 @@ if [ "${1:-}" = "--venv-only" ]; then
 fi
 setup_docker
 setup_image
+step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_agent/data/train.jsonl recipes/swe_agent/data/eval.jsonl
 setup_model
 setup_browser
 step "Setup done"
