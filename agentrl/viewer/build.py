@@ -21,8 +21,9 @@ def build_viewer(run_dir: Path, out: Path | None = None, *, tokenizer: Tokenizer
         out: the HTML file to write, or a folder to write `index.html` into. Default: `<run_dir>/index.html`
             (for a file: `<file name>.html` beside it).
         tokenizer: decodes each token's text at build time: a tokenizer object, a model spec (`default`, a
-            folder, a cached hub id), `"auto"` (the `model` of the run's `config.yaml` when available locally)
-            or None (tokens shown as ids).
+            folder, a cached hub id), `"auto"` (the `model` of the run's `config.yaml`, else the default model,
+            if available locally and it reproduces the assistant messages; see `agentrl.viewer.tokens`) or None
+            (tokens shown as ids).
 
     Raises:
         AgentRLError: nothing readable at `run_dir`, or an explicitly named tokenizer cannot be loaded.

@@ -1,9 +1,12 @@
 """Per-token text for the viewer, decoded at build time when a tokenizer is at hand.
 
-The page runs without a tokenizer, so the text of each token is stored in it. Which tokenizer: the one passed
-to `build_viewer` (a tokenizer object or a model spec such as `default`), else, with `"auto"`, the `model` of the
-run's saved `config.yaml` / `config.json` when that model is available locally. Without one, the page shows token
-ids (still colored by trainable mask and logprob) and the messages' text.
+The page runs without a tokenizer, so the text of each token is stored in it. Which tokenizer:
+- one passed to `build_viewer`: a tokenizer object, or a model spec (`default`, a folder, a cached hub id);
+- `"auto"` (the default): the `model` of the run's saved `config.yaml` / `config.json`, else the default model,
+  when available locally, and only if it *fits*: decoding the trajectories' generated segments gives back the
+  assistant messages' text (so a run of another model never shows wrong token texts);
+- None: no token texts.
+Without token texts the page shows token ids (still colored by trainable mask and logprob) and the messages' text.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from agentrl.errors import AgentRLError
 from agentrl.viewer.runs import RunData
 
 TokenizerSpec = Any  # a tokenizer object, a model spec string, "auto", or None
+FIT_CHECK_SEGMENTS = 20
 
 
 class TokenDecoder:
@@ -50,21 +54,54 @@ def resolve_decoder(spec: TokenizerSpec, runs: list[RunData]) -> tuple[TokenDeco
     if not isinstance(spec, str):
         name = getattr(spec, "name_or_path", "") or type(spec).__name__
         return TokenDecoder(spec, name), f"token texts decoded with {name}"
-    model = spec
-    if spec == "auto":
-        models = {str(r.config["model"]) for r in runs if r.config and r.config.get("model")}
-        if len(models) != 1:
-            why = "runs name different models" if models else "the run directory has no config.yaml naming its model"
-            return None, f"tokens are shown as ids: {why}; pass --tokenizer MODEL to decode them"
-        model = models.pop()
+    if spec != "auto":
+        try:
+            return TokenDecoder(load_tokenizer(spec), spec), f"token texts decoded with the tokenizer of {spec!r}"
+        except Exception as exc:  # asked for by name: say so rather than build a page without token texts
+            raise AgentRLError(f"cannot load the tokenizer of {spec!r}: {exc}") from exc
+    models = {str(r.config["model"]) for r in runs if r.config and r.config.get("model")}
+    if len(models) > 1:
+        return None, "tokens are shown as ids: the runs name different models; pass --tokenizer MODEL"
+    source = "the run's model" if models else "the default model (the run directory names no model)"
+    model = models.pop() if models else "default"
     try:
-        from transformers import AutoTokenizer
+        tokenizer = load_tokenizer(model)
+    except Exception as exc:  # a missing model only costs the page its token texts
+        return None, f"tokens are shown as ids: the tokenizer of {source} is not available here ({exc})"
+    if not tokenizer_fits(tokenizer, runs):
+        return None, f"tokens are shown as ids: the tokenizer of {source} does not reproduce the assistant messages"
+    return TokenDecoder(tokenizer, model), f"token texts decoded with the tokenizer of {source}, {model!r}"
 
-        from agentrl.models import resolve_model
 
-        tokenizer = AutoTokenizer.from_pretrained(resolve_model(model, prepare=False), local_files_only=True)
-    except Exception as exc:
-        if spec != "auto":  # asked for by name: say so rather than build a page without token texts
-            raise AgentRLError(f"cannot load the tokenizer of {model!r}: {exc}") from exc
-        return None, f"tokens are shown as ids: tokenizer of {model!r} unavailable ({exc})"
-    return TokenDecoder(tokenizer, model), f"token texts decoded with the tokenizer of {model!r}"
+def load_tokenizer(model: str) -> Any:
+    """The tokenizer of a local model spec, without preparing or downloading anything."""
+    from transformers import AutoTokenizer
+
+    from agentrl.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(model, prepare=False), local_files_only=True)
+
+
+def tokenizer_fits(tokenizer: Any, runs: list[RunData], limit: int = FIT_CHECK_SEGMENTS) -> bool:
+    """True when decoding generated segments gives back their assistant messages (checks up to `limit`).
+
+    An assistant message is the decoded text of its generated tokens less the end-of-turn token, so with the
+    right tokenizer each generated segment's text starts with one of its trajectory's assistant messages.
+    """
+    checked = 0
+    for run in runs:
+        for step in run.steps:
+            for traj in step.trajectories:
+                said = [m.content for m in traj.messages if m.role == "assistant" and isinstance(m.content, str)]
+                for segment in traj.segments:
+                    if not segment.trainable or not segment.token_ids:
+                        continue
+                    if not tokenizer.decode(segment.token_ids, skip_special_tokens=True).strip():
+                        continue  # only an end-of-turn token: nothing to compare
+                    text = tokenizer.decode(segment.token_ids, skip_special_tokens=False)
+                    if not any(content and text.startswith(content) for content in said):
+                        return False
+                    checked += 1
+                    if checked >= limit:
+                        return True
+    return checked > 0

@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from agentrl.cli import main
+from agentrl.config import load_config
 from agentrl.reports import write_report
 from agentrl.reports.series import collect
 from agentrl.types import Trajectory
@@ -38,6 +39,11 @@ def train_run(hf_server_url, tmp_path_factory):
     return out
 
 
+def components() -> list[str]:
+    """The quickstart recipe's reward component names, sorted."""
+    return sorted(c["name"] for c in load_config(overrides=["recipe=quickstart"]).reward.components)
+
+
 def png_series(path) -> list[str]:
     """Check the file is a valid PNG and return the series it records as drawn."""
     with Image.open(path) as image:
@@ -55,7 +61,7 @@ def step_trajectories(run_dir, step: int) -> list[Trajectory]:
 def test_report_of_a_real_training_run_has_the_expected_plots(train_run):
     report = write_report(train_run)
     plots = train_run / "report"
-    assert png_series(plots / "reward.png") == ["rollout/reward_mean", "reward/contains", "reward/exact"]
+    assert png_series(plots / "reward.png") == ["rollout/reward_mean", *(f"reward/{c}" for c in components())]
     assert png_series(plots / "eval.png")[0] == "eval/reward_mean"  # then eval/success_rate once the trainer logs it
     assert png_series(plots / "response_length.png")[0] == "rollout/response_tokens_mean"
     assert png_series(plots / "turns.png") == ["rollout/turns_mean"]
@@ -82,15 +88,16 @@ def test_report_series_agree_with_the_saved_trajectories(train_run):
 
 
 def test_viewer_of_a_real_training_run(train_run):
-    page = build_viewer(train_run, tokenizer="default")
+    page = build_viewer(train_run)  # the run names no model: the default model's tokenizer, checked to fit
     data = json.loads(
         re.search(r'<script type="application/json" id="agentrl-data">(.*?)</script>', page.read_text(), re.DOTALL)[1]
     )
+    assert data["token_text"] is True, data["token_note"]
     (run,) = data["runs"]
     assert [s["name"] for s in run["steps"]] == ["step 1", "step 2"]
     assert [len(g["trajs"]) for s in run["steps"] for g in s["groups"]] == [2, 2, 2, 2]  # batch 2 × n 2
     assert "train/loss" in run["steps"][0]["metrics"]
     for traj in data["trajs"]:
-        assert traj["components"].keys() == {"contains", "exact"}
+        assert sorted(traj["components"]) == components()
         generated = [s for s in traj["segments"] if s["trainable"]]
         assert generated and all(len(s["text"]) == len(s["ids"]) == len(s["lp"]) for s in generated)

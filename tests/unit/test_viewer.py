@@ -16,6 +16,7 @@ from agentrl.viewer.page import DATA_ELEMENT_ID, embed_json
 from agentrl.viewer.payload import drift_of
 from agentrl.viewer.runs import load_runs
 from agentrl.viewer.testing import PIXEL_PNG, TOOL_OUTPUT, write_sample_run
+from agentrl.viewer.tokens import tokenizer_fits
 
 
 def page_data(page: Path) -> dict:
@@ -89,9 +90,29 @@ def test_without_a_tokenizer_tokens_stay_ids(sample_run):
     assert "ids" in data["token_note"]
 
 
-def test_auto_tokenizer_without_saved_config_explains_why_tokens_are_ids(sample_run):
+def test_auto_tokenizer_decodes_with_the_run_model_only_when_it_fits(sample_run, tokenizer, tmp_path):
+    model = tmp_path / "model"
+    tokenizer.save_pretrained(model)
+    (model / "config.json").write_text("{}")
+    (sample_run.path / "config.yaml").write_text(f"model: {model}\n")
     data = page_data(build_viewer(sample_run.path))
-    assert data["token_note"].startswith("tokens are shown as ids: the run directory has no config.yaml")
+    assert data["token_text"] is True
+    assert data["token_note"] == f"token texts decoded with the tokenizer of the run's model, {str(model)!r}"
+    assert "".join(data["trajs"][0]["segments"][2]["text"]).count(TOOL_OUTPUT) == 1
+
+
+def test_auto_tokenizer_that_does_not_reproduce_the_messages_is_not_used(sample_run, tokenizer):
+    (run,) = load_runs(sample_run.path)
+    assert tokenizer_fits(tokenizer, [run])
+    for step in run.steps:
+        for traj in step.trajectories:
+            for segment in traj.segments:
+                segment.token_ids = [t + 1 for t in segment.token_ids]  # as another vocabulary would read them
+    assert not tokenizer_fits(tokenizer, [run])
+    # the sample run was tokenized by the unit tests' tokenizer: the default model's (if prepared here) won't fit
+    data = page_data(build_viewer(sample_run.path))
+    assert data["token_text"] is False
+    assert data["token_note"].startswith("tokens are shown as ids: the tokenizer of the default model")
 
 
 def test_an_explicit_tokenizer_that_cannot_load_is_an_error(sample_run, tmp_path):
