@@ -180,13 +180,13 @@ async def _grade_in(sandbox: Any, task: SWETask, base: str, model_patch: str, ti
 def log_outcome(task: SWETask, result: GradeResult) -> None:
     """One line per graded patch on stderr: the per-task outcomes of a training or eval run."""
     d = result.details()
-    status = "RESOLVED" if result.resolved else ("no patch" if result.error and "empty" in result.error else "failed")
-    print(
-        f"[agentrl swe] {task.instance_id}: {status} (FAIL_TO_PASS {d['f2p_passed']}, PASS_TO_PASS {d['p2p_passed']}"
-        f"{', ' + result.error if result.error and status != 'no patch' else ''}) in {result.duration_s:.1f}s",
-        file=sys.stderr,
-        flush=True,
-    )
+    if result.error and "empty patch" in result.error:
+        line = "no patch (nothing to test)"
+    else:
+        status = "RESOLVED" if result.resolved else "not resolved"
+        error = f", {result.error}" if result.error else ""
+        line = f"{status} (FAIL_TO_PASS {d['f2p_passed']}, PASS_TO_PASS {d['p2p_passed']}{error})"
+    print(f"[agentrl swe] {task.instance_id}: {line} in {result.duration_s:.1f}s", file=sys.stderr, flush=True)
 
 
 class GradeCache:

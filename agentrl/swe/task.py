@@ -184,3 +184,26 @@ def write_rows(tasks: list[SWETask], path: str | Path, agent_name: str = "swe_ag
     with Path(path).open("w", encoding="utf-8") as f:
         for task in tasks:
             f.write(json.dumps(task.to_row(agent_name=agent_name), sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentrl.swe.task IN.(jsonl|parquet) OUT.jsonl``: SWE-bench rows as training rows (`to_row`)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="Turn SWE-bench/SWE-Gym/SWE-smith rows into agentrl dataset rows.")
+    parser.add_argument("source", type=Path, help="SWE-bench-format rows (JSONL or Parquet)")
+    parser.add_argument("dest", type=Path, help="the JSONL file to write (data.train_files / data.eval_files)")
+    args = parser.parse_args(argv)
+    try:
+        tasks = load_tasks(args.source)
+    except TaskError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    write_rows(tasks, args.dest)
+    print(f"{len(tasks)} tasks written to {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -77,3 +77,13 @@ def test_bundled_task_set():
         assert all(f"+++ b/{f}" in task.test_patch for f in hidden)  # the failing tests are hidden from the agent
         bug = task.image_build["bug"]  # the statement tells the symptom, not where the bug is
         assert "diff --git" not in task.problem_statement and bug["file"] not in task.problem_statement
+
+
+def test_converter_cli_makes_training_rows(tmp_path, capsys):
+    from agentrl.swe.task import main
+
+    (tmp_path / "in.jsonl").write_text(json.dumps(SWEBENCH_ROW) + "\n")
+    assert main([str(tmp_path / "in.jsonl"), str(tmp_path / "out.jsonl")]) == 0
+    (sample,) = load_samples(tmp_path / "out.jsonl")
+    assert sample.agent_name == "swe_agent" and SWETask.from_sample(sample).instance_id == "astropy__astropy-12907"
+    assert main([str(tmp_path / "missing.jsonl"), str(tmp_path / "x.jsonl")]) == 2
