@@ -18,4 +18,5 @@ __all__ = [
     "known_loops",
     "register_loop",
 ]
+from agentrl.loops import gui as _gui  # noqa: F401  registers the gui_agent loop
 from agentrl.loops import swe as _swe  # noqa: F401  registers the swe_agent loop
