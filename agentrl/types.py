@@ -57,6 +57,8 @@ class Segment(BaseModel):
         role: the chat role the tokens belong to.
     """
 
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # a -inf logprob survives a JSON round trip
+
     token_ids: list[int]
     trainable: bool
     logprobs: list[float] | None = None
@@ -79,6 +81,8 @@ class Trajectory(BaseModel):
     The first segment(s) up to the first trainable one are the prompt; everything after is the response,
     in which only trainable segments are trained on.
     """
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     group_id: str = ""

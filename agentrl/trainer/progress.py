@@ -37,7 +37,7 @@ class StepProgress:
         """Mark `step` done and show its headline numbers."""
         summary = step_summary(metrics)
         self.progress.update(self.task, completed=step, summary=summary)
-        self.progress.console.print(f"step {step}: {summary}")
+        self.progress.console.print(f"step {step}: {summary}", soft_wrap=True, highlight=False)
 
 
 def step_summary(metrics: dict[str, Any]) -> str:

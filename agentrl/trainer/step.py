@@ -28,6 +28,7 @@ def loss_config(cfg: TrainerConfig) -> PolicyLossConfig:
         kl_coef=cfg.kl_coef,
         kl_type=cfg.kl_estimator,
         loss_agg_mode=cfg.loss_agg,
+        tis_cap=cfg.tis_cap,
     )
 
 

@@ -149,3 +149,14 @@ def test_prepare_config_checks_and_fills_async_defaults():
         prepare_config(AgentRLConfig.model_validate({"trainer": {"resume": True}}))
     with pytest.raises(AgentRLError, match="overlong_cache_tokens"):
         prepare_config(AgentRLConfig.model_validate({"trainer": {"overlong_max_tokens": 8}}))
+
+
+def test_run_directory_keeps_the_resolved_config(tmp_path):
+    from omegaconf import OmegaConf
+
+    from agentrl.runner import output_dir
+
+    cfg = AgentRLConfig.model_validate({"output_dir": str(tmp_path / "run"), "trainer": {"steps": 3}})
+    out = output_dir(cfg, "train")
+    saved = OmegaConf.to_container(OmegaConf.load(out / "config.yaml"))
+    assert AgentRLConfig.model_validate(saved) == cfg

@@ -65,3 +65,11 @@ def test_stop_reason_values_are_stable_strings():
         "sandbox_error",
         "aborted",
     }
+
+
+def test_infinite_logprobs_and_nan_rewards_survive_json():
+    import math
+
+    traj = Trajectory(reward=float("nan"), segments=[Segment(token_ids=[5], trainable=True, logprobs=[float("-inf")])])
+    back = Trajectory.from_json(traj.to_json())
+    assert back.segments[0].logprobs == [float("-inf")] and math.isnan(back.reward)
