@@ -25,7 +25,7 @@ that drift of this shared machine hits both alike; the median of each is kept. T
 Weight sync: an `hf` rollout server is started on the same model (`launch_hf_server`, as
 `rollout_throughput.py` does); each round takes `backend.state_dict()` (the CPU snapshot the loop pushes) and
 times `WeightSync.push` of it (safetensors in /dev/shm, `POST /v1/weights`, the server loads it in place): the
-figure the loop logs as `perf/weight_sync_s`. Median of `--sync-repeats`. The server is stopped on exit, also
+figure the loop logs as `perf/weight_sync_s`. Median of `--sync-repeats`, after one unmeasured push. The server is stopped on exit, also
 on errors and Ctrl-C.
 
 The figures (the last line printed is one JSON object)
@@ -133,6 +133,7 @@ def weight_sync_times(backend: Any, model_path: str, repeats: int) -> list[tuple
     try:
         print(f"hf server up at {handle.url} in {time.perf_counter() - started:.0f} s", flush=True)
         sync = WeightSync([handle.url])
+        sync.push(backend.state_dict())  # warm-up: the server's first load pays one-time costs
         rounds = []
         for i in range(repeats):
             t0 = time.perf_counter()

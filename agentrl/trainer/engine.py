@@ -71,8 +71,11 @@ class PolicyEngine:
         self.world_size = mesh.size() if mesh is not None else 1
         if self.world_size > 1:
             shard_model(model, mesh)
+        params = [p for p in model.parameters() if p.requires_grad]
+        # the fused kernel (CPU and CUDA) is several times faster than the per-tensor loop, same update
+        fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
         self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=self.config.lr, weight_decay=self.config.weight_decay
+            params, lr=self.config.lr, weight_decay=self.config.weight_decay, fused=fused or None
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step_count = 0

@@ -79,16 +79,22 @@ class RankActor:
 
 
 class RayBackend:
-    """`trainer.num_ranks` ranks as Ray actors; every call runs on all of them and returns rank 0's answer."""
+    """`trainer.num_ranks` ranks as Ray actors; every call runs on all of them and returns rank 0's answer.
+
+    Ray is started here unless this process already runs it (then it is joined and left running); `close`
+    kills the actors and shuts down a Ray started here. A failing rank stops all of them and raises
+    `TrainBackendError` with the rank's own error.
+    """
 
     def __init__(self, cfg: AgentRLConfig, model_path: str, pad_token_id: int):
         import ray
 
         self.world = cfg.trainer.num_ranks
+        self.actors: list[Any] = []
         self._owns_ray = _init_ray(cfg.ray)
-        options = _actor_options(cfg.ray, self.world)
-        self.actors = [ray.remote(RankActor).options(**options).remote() for _ in range(self.world)]
         try:
+            options = _actor_options(cfg.ray, self.world)
+            self.actors = [ray.remote(RankActor).options(**options).remote() for _ in range(self.world)]
             master = self._gather([self.actors[0].address.remote()], "placing rank 0", SETUP_TIMEOUT_S)[0]
             refs = [
                 actor.setup.remote(cfg, model_path, pad_token_id, rank, self.world, master)
@@ -96,7 +102,7 @@ class RayBackend:
             ]
             self._gather(refs, "building the ranks", SETUP_TIMEOUT_S)
         except BaseException:
-            self.close()
+            self._stop(graceful=False)
             raise
 
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
@@ -118,14 +124,18 @@ class RayBackend:
         return self._all("gradients")
 
     def close(self) -> None:
+        self._stop(graceful=True)
+
+    def _stop(self, graceful: bool) -> None:
+        """Kill the rank actors (after leaving the process group when `graceful`) and a Ray started here."""
         import ray
 
         actors, self.actors = self.actors, []
-        if actors:
+        if actors and graceful:
             with contextlib.suppress(Exception):  # a dead or stuck rank is killed below either way
                 ray.get([a.shutdown.remote() for a in actors], timeout=60)
-            for actor in actors:
-                ray.kill(actor)
+        for actor in actors:
+            ray.kill(actor)
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
         self._owns_ray = False
@@ -149,7 +159,7 @@ class RayBackend:
                 ray.get(ready[0])  # raises the rank's error as soon as it is known
             return ray.get(refs)
         except (ray.exceptions.RayError, TimeoutError) as error:
-            self.close()
+            self._stop(graceful=False)  # the other ranks may be stuck in a collective: no goodbyes
             raise TrainBackendError(
                 f"a trainer rank failed while {what} ({type(error).__name__}): {_cause(error)}\n"
                 "All ranks were stopped. See the rank's traceback above and the Ray logs "
