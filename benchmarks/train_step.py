@@ -25,8 +25,8 @@ that drift of this shared machine hits both alike; the median of each is kept. T
 Weight sync: an `hf` rollout server is started on the same model (`launch_hf_server`, as
 `rollout_throughput.py` does); each round takes `backend.state_dict()` (the CPU snapshot the loop pushes) and
 times `WeightSync.push` of it (safetensors in /dev/shm, `POST /v1/weights`, the server loads it in place): the
-figure the loop logs as `perf/weight_sync_s`. Median of `--sync-repeats`, after one unmeasured push. The server is stopped on exit, also
-on errors and Ctrl-C.
+figure the loop logs as `perf/weight_sync_s`. Median of `--sync-repeats`, after one unmeasured push. The
+server is stopped on exit, also on errors and Ctrl-C.
 
 The figures (the last line printed is one JSON object)
 -----------------------------------------------------
