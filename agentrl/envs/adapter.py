@@ -59,6 +59,11 @@ class EnvAdapter:
                 return strip_ansi(rendered)
         return format_observation(self.env.observation_space, obs)
 
+    def reply_prompt(self) -> str:
+        """A line ending every message that waits for a reply ("" for none); small models follow a question
+        placed last better than instructions given once at the top."""
+        return ""
+
     def parse_action(self, text: str) -> Any:
         """The action a reply names; raises `InvalidAction` with feedback naming the valid form."""
         return self.codec.parse(text)
@@ -83,7 +88,8 @@ class EnvAdapter:
         return terminated and reward > 0
 
 
-# Adapters for gymnasium's toy-text envs, by the env id's name (the id without namespace and version).
+# Adapters for gymnasium's toy-text envs, by the env id's name (the id without namespace and version); an env made
+# from a class (env.entry_point) finds its adapter by the name of its class or of a base class, less "Env".
 BUILTIN_ADAPTERS: dict[str, str] = {
     "FrozenLake": "agentrl.envs.toy_text:FrozenLakeAdapter",
     "Taxi": "agentrl.envs.toy_text:TaxiAdapter",
@@ -93,17 +99,18 @@ BUILTIN_ADAPTERS: dict[str, str] = {
 
 
 def adapter_class(env: gym.Env[Any, Any], path: str | None = None) -> type[EnvAdapter]:
-    """The adapter class for `env`: `path` (a dotted path) if given, else a built-in one for the env's id,
-    else `EnvAdapter`.
+    """The adapter class for `env`: `path` (a dotted path) if given, else a built-in one for the env's id or
+    class, else `EnvAdapter`.
 
     Raises:
         AgentRLError: `path` cannot be imported or is not an `EnvAdapter` subclass.
     """
     if path is None:
-        name = env.spec.name if env.spec is not None else None
-        if name not in BUILTIN_ADAPTERS:
+        names = [env.spec.name] if env.spec is not None else []
+        names += [cls.__name__.removesuffix("Env") for cls in type(env.unwrapped).__mro__]
+        path = next((BUILTIN_ADAPTERS[n] for n in names if n in BUILTIN_ADAPTERS), None)
+        if path is None:
             return EnvAdapter
-        path = BUILTIN_ADAPTERS[name]
     cls = import_object(path, "env.adapter")
     if not (isinstance(cls, type) and issubclass(cls, EnvAdapter)):
         raise AgentRLError(

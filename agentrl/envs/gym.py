@@ -105,7 +105,7 @@ class GymEpisode:
         """Reset the env; returns the first message: the instructions, then the first observation."""
         obs, info = self.env.reset(seed=seed, options=options)
         self.last_text = self.adapter.observation_text(obs, info)
-        return f"{self.adapter.instructions()}\n\n{self.last_text}"
+        return _ask(f"{self.adapter.instructions()}\n\n{self.last_text}", self.adapter.reply_prompt())
 
     def act(self, reply: str) -> StepOutcome:
         """Parse `reply` into an action and step the env with it, or answer why it is not valid.
@@ -131,7 +131,8 @@ class GymEpisode:
         if self.terminated or self.truncated:
             self.success = self.adapter.is_success(reward, self.terminated, info)
         self.last_text = self.adapter.step_text(action, obs, reward, info)
-        return StepOutcome(self.last_text, True, reward, self.terminated, self.truncated)
+        text = self.last_text if self.done else _ask(self.last_text, self.adapter.reply_prompt())
+        return StepOutcome(text, True, reward, self.terminated, self.truncated)
 
     def metrics(self) -> dict[str, float]:
         """Per-episode numbers, recorded on the trajectory as `env/...` metrics."""
@@ -145,3 +146,7 @@ class GymEpisode:
 
     def close(self) -> None:
         self.env.close()
+
+
+def _ask(text: str, prompt: str) -> str:
+    return f"{text}\n{prompt}" if prompt else text

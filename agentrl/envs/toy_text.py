@@ -14,7 +14,14 @@ from agentrl.envs.adapter import EnvAdapter
 from agentrl.envs.observations import strip_ansi
 
 
-class FrozenLakeAdapter(EnvAdapter):
+class ToyTextAdapter(EnvAdapter):
+    """Ends every message that waits for a reply with the choice of action words."""
+
+    def reply_prompt(self) -> str:
+        return f"Choose one: {', '.join(self.action_names or [])}."
+
+
+class FrozenLakeAdapter(ToyTextAdapter):
     """FrozenLake: the map with `@` where the agent stands, and its row and column."""
 
     action_names = ["LEFT", "DOWN", "RIGHT", "UP"]
@@ -49,7 +56,7 @@ class FrozenLakeAdapter(EnvAdapter):
 TAXI_STANDS = "RGYB"
 
 
-class TaxiAdapter(EnvAdapter):
+class TaxiAdapter(ToyTextAdapter):
     """Taxi: the map, the taxi's position, where the passenger is and where they go."""
 
     action_names = ["SOUTH", "NORTH", "EAST", "WEST", "PICKUP", "DROPOFF"]
@@ -84,7 +91,7 @@ def _stand(stands: list[tuple[int, int]], index: int) -> str:
     return f"{TAXI_STANDS[index]} (row {row + 1}, column {col + 1})"
 
 
-class CliffWalkingAdapter(EnvAdapter):
+class CliffWalkingAdapter(ToyTextAdapter):
     """CliffWalking: the `ansi` map (x you, C cliff, T target) and the agent's row and column."""
 
     action_names = ["UP", "RIGHT", "DOWN", "LEFT"]
@@ -109,7 +116,7 @@ class CliffWalkingAdapter(EnvAdapter):
         return terminated  # CliffWalking terminates only at the target
 
 
-class BlackjackAdapter(EnvAdapter):
+class BlackjackAdapter(ToyTextAdapter):
     """Blackjack (no `ansi` rendering): the player's total, the dealer's card, and the usable ace in words."""
 
     action_names = ["STICK", "HIT"]

@@ -3,14 +3,17 @@
 import json
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from agentrl.config import ConfigError, load_config
 from agentrl.config.schema import EnvConfig
 from agentrl.data import DatasetError, run_samples
-from agentrl.envs import make_env, seed_samples
+from agentrl.envs import check_env, make_env, seed_samples
 from agentrl.errors import AgentRLError
 from agentrl.runner import rollout_samples
+
+NOT_SLIPPERY = {"is_slippery": False}
 
 
 def test_seed_datasets_are_disjoint_and_name_the_gym_loop():
@@ -77,10 +80,22 @@ def test_env_config_validation_lists_every_problem():
     assert "held-out seeds 10..25 overlap training seeds 0..63; move env.eval_seed_start past 63" in text
 
 
-def test_gym_recipe_resolves():
+def test_gym_recipe_resolves_and_its_env_passes_the_check():
     cfg = load_config("gym", [])
-    assert cfg.env.id == "FrozenLake-v1" and cfg.env.kwargs == {"is_slippery": False}
+    assert cfg.env.entry_point == "agentrl.envs.frozen_lake:FrozenLakeRandomStart"
+    assert cfg.env.kwargs == {"is_slippery": False}
     assert cfg.agent.name == "gym" and cfg.reward.components == []  # the loop's env return is the reward
+    report = check_env(cfg.env)
+    assert report.actions_checked == ["LEFT", "DOWN", "RIGHT", "UP"]  # found the FrozenLake adapter by class
+
+
+def test_random_start_frozen_lake_starts_on_safe_cells_named_by_the_seed():
+    env = make_env(EnvConfig(entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart", kwargs=NOT_SLIPPERY))
+    desc = env.unwrapped.desc.ravel()
+    starts = [env.reset(seed=seed)[0] for seed in range(200)]
+    assert {desc[s] for s in starts} == {b"S", b"F"}
+    assert len(set(starts)) == int(np.isin(desc, [b"S", b"F"]).sum())  # every safe cell is a start
+    assert env.reset(seed=7)[0] == env.reset(seed=7)[0]
 
 
 def test_make_env_applies_max_steps_render_mode_and_kwargs():

@@ -90,6 +90,7 @@ def test_frozen_lake_reaches_the_goal_with_exact_tokens(tokenizer):
     first, *after = user_texts(traj)
     assert "reply with one of LEFT, DOWN, RIGHT, UP" in first and "@ F F F" in first
     assert len(after) == 5 and after[0].startswith("You moved DOWN.") and "You are at row 2, column 1." in after[0]
+    assert all(text.endswith("\nChoose one: LEFT, DOWN, RIGHT, UP.") for text in [first, *after])
 
 
 def test_frozen_lake_hole_ends_the_episode_without_reward(tokenizer):
