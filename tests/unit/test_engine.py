@@ -92,3 +92,24 @@ def test_tool_tokens_get_no_gradient():
     grad = captured["logp"].grad
     assert torch.all(grad[batch.response_mask == 0] == 0)
     assert torch.all(grad[batch.response_mask == 1] != 0)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_gradient_checkpointing_gives_the_same_step(lora):
+    from agentrl.trainer.lora import apply_lora
+
+    def engine(checkpointing):
+        model = tiny_model()
+        if lora:
+            model = apply_lora(model, rank=2, alpha=4.0, target_modules=["q_proj", "v_proj"])
+        return PolicyEngine(model, EngineConfig(lr=1e-2, gradient_checkpointing=checkpointing))
+
+    plain, checkpointed = engine(False), engine(True)
+    trajs = [traj([1, 2, 3], [4, 5, 6], "a", 1.0), traj([1, 2, 3], [6, 5, 4], "a", 0.0)]
+    m_plain = policy_step(plain, TrainerConfig(), trajs, 0)
+    m_ckpt = policy_step(checkpointed, TrainerConfig(), trajs, 0)
+    assert m_ckpt["train/grad_norm"] == pytest.approx(m_plain["train/grad_norm"], rel=1e-5)
+    for (name, p), q in zip(plain.model.named_parameters(), checkpointed.model.parameters(), strict=True):
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            assert torch.allclose(p.grad, q.grad, atol=1e-6), name
