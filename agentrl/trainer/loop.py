@@ -106,7 +106,7 @@ class Trainer:
                 self.version = state.step
             # servers we connect to by URL may hold other weights: every run starts by pushing its own
             self.sync.push(self.backend.state_dict(), version=self.version)
-            if state is None:
+            if state is None and self.cfg.trainer.eval_every:
                 await self._evaluate(0)
             await self._loop(self.version + 1)
 
