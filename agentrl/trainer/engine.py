@@ -110,8 +110,10 @@ class PolicyEngine:
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
         for rows, real in self.micro_batches(batch):
-            logp = response_logprobs(self.model, batch, rows, self.compute_dtype)
+            entropy: list[float] = []
+            logp = response_logprobs(self.model, batch, rows, self.compute_dtype, entropy_out=entropy)
             loss, micro_metrics = loss_fn(logp, rows)
+            micro_metrics = {**micro_metrics, "entropy": entropy[0]}
             # FSDP averages gradients over ranks and the loss is a global sum; padding micro-batches weigh 0
             (loss * (self.world_size if real else 0.0)).backward()
             if not real:  # same metric keys on every rank (they are reduced together), no values
@@ -176,8 +178,17 @@ class PolicyEngine:
         return {name: _full(p.grad).detach().cpu().clone() for name, p in params}
 
 
-def response_logprobs(model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype) -> torch.Tensor:
-    """log π(response token | prefix) for `rows` of `batch`, [b, R] in float32, 0 on padding."""
+def response_logprobs(
+    model: torch.nn.Module,
+    batch: PaddedBatch,
+    rows: slice,
+    dtype: torch.dtype,
+    entropy_out: list[float] | None = None,
+) -> torch.Tensor:
+    """log π(response token | prefix) for `rows` of `batch`, [b, R] in float32, 0 on padding.
+
+    With `entropy_out`, the mean entropy of the policy over the rows' real response tokens is appended to it.
+    """
     input_ids = batch.input_ids[rows]
     device = input_ids.device
     with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
@@ -190,8 +201,13 @@ def response_logprobs(model: torch.nn.Module, batch: PaddedBatch, rows: slice, d
     p = batch.prompt_len
     logits = out.logits[:, p - 1 : -1, :].float()
     targets = input_ids[:, p:]
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    all_logp = torch.log_softmax(logits, dim=-1)
+    logp = all_logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows][:, p:].to(logp.dtype)
+    if entropy_out is not None:
+        with torch.no_grad():
+            entropy = -(all_logp.exp() * all_logp).sum(-1)
+            entropy_out.append(float((entropy * real).sum() / real.sum().clamp(min=1.0)))
     return logp * real
 
 

@@ -88,6 +88,9 @@ def policy_step(
     if shard[1] > 1:
         out = _reduce_over_ranks(out, float(batch.response_mask.sum()), engine)
     out["train/advantage_abs_mean"] = float(advantages.abs().mean())
+    out["train/advantage_std"] = float(advantages.std(unbiased=False))
+    out["train/advantage_max"] = float(advantages.max())
+    out["train/advantage_min"] = float(advantages.min())
     out["train/tokens"] = num_tokens
     return out
 

@@ -113,3 +113,21 @@ def test_gradient_checkpointing_gives_the_same_step(lora):
         assert (p.grad is None) == (q.grad is None), name
         if p.grad is not None:
             assert torch.allclose(p.grad, q.grad, atol=1e-6), name
+
+
+def test_step_reports_policy_entropy_and_advantage_stats():
+    import math
+
+    model = tiny_model()
+    engine = PolicyEngine(model, EngineConfig(lr=1e-3))
+    good, bad = traj([1, 2], [4, 5], "g", 1.0), traj([1, 2], [6, 7], "g", 0.0)
+    batch = collate([good, bad], 0)
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids).logits[:, batch.prompt_len - 1 : -1]  # predicting the responses
+    expected = float(torch.distributions.Categorical(logits=logits).entropy().mean())
+    metrics = policy_step(engine, TrainerConfig(), [good, bad], 0)
+    vocab = model.config.vocab_size
+    assert 0 < metrics["train/entropy"] <= math.log(vocab)
+    assert metrics["train/entropy"] == pytest.approx(expected, rel=1e-4)
+    assert metrics["train/advantage_max"] > 0 > metrics["train/advantage_min"]
+    assert metrics["train/advantage_std"] > 0
