@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from pathlib import Path
 
@@ -44,8 +45,10 @@ def task(docker_client, sandbox_base_image) -> SWETask:
 
 @pytest.fixture
 def no_leftovers(docker_client):
+    """Fails the test if it leaves a sandbox container of this process behind."""
     yield
-    assert not docker_client.containers.list(all=True, filters={"label": LABEL}), "sandbox containers left behind"
+    mine = {"label": [LABEL, f"agentrl.pid={os.getpid()}"]}
+    assert not docker_client.containers.list(all=True, filters=mine), "sandbox containers left behind"
 
 
 def edit_call(patch: str) -> str:
@@ -120,7 +123,8 @@ async def test_scripted_policy_solves_a_bundled_task_end_to_end(task, default_to
     rewards = RewardPipeline(cfg.reward)
     reward = await rewards.ascore(traj, task.to_sample())
     assert traj.reward_details["resolved"]["resolved"] is True, traj.reward_details
-    assert traj.reward_components == {"resolved": 1.0, "f2p": 1.0} and reward == pytest.approx(1.2)
+    assert traj.reward_components == {"resolved": 1.0, "f2p": 1.0, "uses_tools": 1.0}
+    assert reward == pytest.approx(1.3)
 
 
 async def test_budgets_end_with_their_stop_reason(task, default_tokenizer, tmp_path, no_leftovers):
@@ -135,4 +139,5 @@ async def test_budgets_end_with_their_stop_reason(task, default_tokenizer, tmp_p
     traj = await run_scripted(cfg, default_tokenizer, task, [bash("true")] * 5)
     assert traj.stop_reason is StopReason.MAX_TURNS and traj.metadata["model_patch"] == ""
     await RewardPipeline(cfg.reward).ascore(traj, task.to_sample())
-    assert traj.reward == 0.0 and "empty patch" in traj.reward_details["resolved"]["error"]
+    assert traj.reward_components["resolved"] == traj.reward_components["f2p"] == 0.0
+    assert "empty patch" in traj.reward_details["resolved"]["error"]
