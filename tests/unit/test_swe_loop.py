@@ -7,6 +7,7 @@ import pytest
 
 from agentrl.config import AgentConfig, RolloutConfig
 from agentrl.loops import swe as swe_loop
+from agentrl.loops.drift import check_drift
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.testing import ScriptedPolicy
 from agentrl.loops.tool_setup import ToolHooks
@@ -104,6 +105,7 @@ def test_submit_ends_with_the_patch_and_the_container_removed(tokenizer, sandbox
     assert sandbox.closed and "grep -n def add pkg.py" in sandbox.commands
     assert {"sandbox_setup_s", "patch_extract_s", "sandbox_close_s"} <= set(traj.timings)
     assert traj.metrics["swe/patch_lines"] == 1.0
+    assert check_drift(tokenizer, traj).ok  # token-exact: the tokens re-render as the messages
 
 
 def test_max_turns_still_extracts_the_patch(tokenizer, sandboxes):
