@@ -99,7 +99,9 @@ class TrainerConfig(_Section):
     clip_high: float | None = Field(None, ge=0, description="PPO upper clip epsilon (DAPO clip-higher); None: clip_low")
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference policy")
     num_ranks: int = Field(1, ge=1, description="FSDP ranks (Ray actors)")
-    micro_batch_tokens: int = Field(8192, ge=1, description="token budget of one micro-batch")
+    micro_batch_tokens: int = Field(
+        4096, ge=1, description="token budget of one micro-batch (fp32 logits take micro_batch_tokens × vocab × 4 B)"
+    )
     eval_every: int = Field(0, ge=0, description="evaluate every k steps; 0 disables")
     save_every: int = Field(0, ge=0, description="checkpoint every k steps; 0 disables")
     # policy engine: reference/KL, LoRA, precision and memory (agentrl.trainer.backend)

@@ -34,7 +34,7 @@ class EngineConfig:
     warmup_steps: int = 0
     total_steps: int = 1000
     grad_clip: float = 1.0
-    micro_batch_tokens: int = 8192
+    micro_batch_tokens: int = 4096
     dtype: str = "float32"
     gradient_checkpointing: bool = False
 
@@ -205,10 +205,15 @@ def response_logprobs(
     logp = all_logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows][:, p:].to(logp.dtype)
     if entropy_out is not None:
-        with torch.no_grad():
-            entropy = -(all_logp.exp() * all_logp).sum(-1)
-            entropy_out.append(float((entropy * real).sum() / real.sum().clamp(min=1.0)))
+        entropy_out.append(_mean_entropy(all_logp, real))
     return logp * real
+
+
+@torch.no_grad()
+def _mean_entropy(all_logp: torch.Tensor, real: torch.Tensor) -> float:
+    """Mean entropy over the real tokens of log-distributions [b, R, V], one row at a time (bounded memory)."""
+    total = sum(float((-(row.exp() * row).sum(-1) * mask).sum()) for row, mask in zip(all_logp, real, strict=True))
+    return total / max(float(real.sum()), 1.0)
 
 
 def tied_aliases(model: torch.nn.Module) -> set[str]:
