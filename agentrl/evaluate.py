@@ -144,6 +144,7 @@ def result_row(traj: Trajectory) -> dict[str, Any]:
     resolved = [d.get("resolved") for d in traj.reward_details.values() if isinstance(d, dict) and "resolved" in d]
     return {
         "id": traj.metadata.get("sample_id"),
+        "task": str(traj.metadata.get("data_source") or "default"),
         "sample_index": traj.sample_index,
         "reward": traj.reward,
         "components": traj.reward_components,
@@ -173,8 +174,25 @@ def summarize_eval(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         "stop_reasons": stops,
         "mean_turns": sum(r["turns"] for r in rows) / n,
         "errors": sum(r["error"] is not None for r in rows),
+        "per_task": per_task(rows),
         "wall_s": round(wall_s, 2),
     }
+
+
+def per_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Trajectories, mean reward and resolved rate per task (the rows' `data_source`)."""
+    tasks: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        tasks.setdefault(r.get("task") or "default", []).append(r)
+    out = {}
+    for task, group in sorted(tasks.items()):
+        graded = [r["resolved"] for r in group if r["resolved"] is not None]
+        out[task] = {
+            "trajectories": len(group),
+            "mean_reward": sum(r["reward"] or 0.0 for r in group) / len(group),
+            "resolved_rate": (sum(graded) / len(graded)) if graded else None,
+        }
+    return out
 
 
 # ---- the policy: our token servers, or any chat API ------------------------------------------------------------
@@ -275,13 +293,18 @@ class ChatPolicy:
 
 
 def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """A trajectory's messages as plain chat messages any API accepts (tool results become user turns)."""
+    """A trajectory's messages as plain chat messages any API accepts (tool results become user turns; a user
+    message's content parts, such as screenshots as `image_url`, pass through unchanged)."""
     out: list[dict[str, Any]] = []
     for m in messages:
+        if m.role == "user" and isinstance(m.content, list):
+            out.append({"role": "user", "content": m.content})
+            continue
         content = m.content if isinstance(m.content, str) else json.dumps(m.content)
         if m.role == "tool":
             wrapped = f"<tool_response>\n{content}\n</tool_response>"
-            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("<tool_response>"):
+            last = out[-1]["content"] if out and out[-1]["role"] == "user" else None
+            if isinstance(last, str) and last.startswith("<tool_response>"):
                 out[-1]["content"] += "\n" + wrapped
             else:
                 out.append({"role": "user", "content": wrapped})

@@ -41,6 +41,23 @@ def test_summary_reports_resolved_rate_and_component_means():
     assert summarize_eval([result_row(traj(1.0, {"exact": 1.0}))], 1.0)["resolved_rate"] is None
 
 
+def test_summary_breaks_results_down_per_task():
+    a, b, c = traj(1.0, {}, True), traj(0.0, {}, False), traj(0.5, {}, None)
+    a.metadata["data_source"], b.metadata["data_source"], c.metadata["data_source"] = "click", "click", "type"
+    per_task = summarize_eval([result_row(t) for t in (a, b, c)], 1.0)["per_task"]
+    assert per_task == {
+        "click": {"trajectories": 2, "mean_reward": 0.5, "resolved_rate": 0.5},
+        "type": {"trajectories": 1, "mean_reward": 0.5, "resolved_rate": None},
+    }
+
+
+def test_chat_messages_keep_image_parts_of_user_messages():
+    parts = [{"type": "text", "text": "click"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]
+    out = chat_messages([Message(role="user", content=parts), Message(role="tool", content="ok")])
+    assert out[0] == {"role": "user", "content": parts}
+    assert out[1]["content"] == "<tool_response>\nok\n</tool_response>"
+
+
 def test_chat_messages_turn_tool_results_into_user_turns():
     messages = [
         Message(role="system", content="s"),
