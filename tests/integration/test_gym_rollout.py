@@ -1,0 +1,54 @@
+"""`agentrl rollout recipe=gym` with the real model: valid multi-turn trajectories (masks, stop reasons, rewards)."""
+
+import json
+
+import pytest
+
+from agentrl.cli import main
+from agentrl.loops.drift import check_drift
+from agentrl.trainer.batch import trajectory_to_tensors
+from agentrl.types import StopReason, Trajectory
+
+pytestmark = pytest.mark.integration
+
+GYM_STOPS = {StopReason.DONE, StopReason.MAX_TURNS, StopReason.TOOL_ERROR_LIMIT, StopReason.CONTEXT_OVERFLOW}
+
+
+def test_gym_recipe_rollout(hf_server_url, default_tokenizer, tmp_path):
+    code = main(
+        [
+            "rollout",
+            "recipe=gym",
+            f"rollout.urls=[{hf_server_url}]",
+            "rollout.n=2",
+            "env.num_eval_seeds=2",
+            "env.max_steps=4",
+            f"output_dir={tmp_path}",
+        ]
+    )
+    assert code == 0
+    trajs = [Trajectory.from_json(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
+    assert len(trajs) == 4
+    assert sorted(t.metadata["env"]["seed"] for t in trajs) == [1_000_000, 1_000_000, 1_000_001, 1_000_001]
+    for traj in trajs:
+        assert traj.error is None and traj.agent_name == "gym"
+        assert traj.stop_reason in GYM_STOPS
+        assert traj.reward is not None and traj.reward == pytest.approx(
+            traj.metrics["env/discounted_return"] - 0.1 * traj.metrics["env/invalid_actions"]
+        )
+        assert traj.metrics["env/success"] == float(traj.metadata["env"]["success"])
+        if traj.stop_reason is not StopReason.CONTEXT_OVERFLOW:  # else the last reply was cut, never acted on
+            assert traj.metrics["env/steps"] + traj.metrics["env/invalid_actions"] == traj.num_turns
+        if traj.stop_reason is StopReason.DONE:
+            assert traj.metadata["env"]["terminated"]
+        # The mask covers exactly the model's replies; observations are user turns; tokens re-render exactly.
+        assert sum(s.trainable for s in traj.segments) == traj.num_turns
+        assert all(s.role == "user" for s in traj.segments if not s.trainable)
+        assert all(s.logprobs is not None and s.policy_version is not None for s in traj.segments if s.trainable)
+        assert int(trajectory_to_tensors(traj).response_mask.sum()) == traj.num_generated_tokens
+        report = check_drift(default_tokenizer, traj)
+        assert report.ok or report.kind == "tokenization", str(report)
+        first = traj.messages[0].content
+        assert first.startswith("Frozen lake: walk to G") and first.endswith("Choose one: LEFT, DOWN, RIGHT, UP.")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["trajectories"] == 4
