@@ -29,14 +29,10 @@ class Thermostat(gym.Env):
 
 
 class Forgetful(LineWorld):
-    """Ignores the reset seed (starts one cell further at each reset): episodes cannot be named by seeds."""
-
-    resets = 0
+    """Ignores the reset seed: episodes cannot be named by seeds."""
 
     def reset(self, *, seed=None, options=None):
-        self.resets += 1
-        self.position, self.target = self.resets % 4, 6
-        return self._obs(), {}
+        return super().reset(seed=None)
 
 
 @pytest.mark.parametrize(
@@ -108,10 +104,8 @@ def test_adapter_by_dotted_path_and_a_wrong_class():
 
 
 def test_seed_ignoring_env_is_reported():
-    with pytest.raises(EnvCheckError) as caught:
+    with pytest.raises(EnvCheckError, match="reset\\(seed\\) must be deterministic"):
         check_env(Forgetful())
-    assert any("two resets with seed 0 gave different observation texts" in p for p in caught.value.problems)
-    assert any("reset(seed) must be deterministic" in p for p in caught.value.problems)
 
 
 def test_action_space_without_codec_points_to_adapters():

@@ -98,26 +98,6 @@ def test_random_start_frozen_lake_starts_on_safe_cells_named_by_the_seed():
     assert env.reset(seed=7)[0] == env.reset(seed=7)[0]
 
 
-def test_distance_shaping_is_potential_based(tokenizer):
-    from tests.unit.test_gym_loop import play
-
-    kwargs = {**NOT_SLIPPERY, "distance_reward": 0.1}
-    env = EnvConfig(entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart", kwargs=kwargs, max_steps=8)
-    start = make_env(env).reset(seed=0)[0]
-    assert start == 9  # row 3, column 2: 3 steps from G
-    win = play(tokenizer, ["DOWN", "UP", "DOWN", "RIGHT", "RIGHT"], env)
-    assert win.metrics["env/success"] == 1.0 and win.reward == pytest.approx(1.0 + 0.1 * 3)
-    assert [round(r, 1) for r in _step_rewards(env, [1, 3, 1, 2, 2])] == [0.1, -0.1, 0.1, 0.1, 1.1]
-    hole = play(tokenizer, ["RIGHT", "RIGHT"], env)  # toward G, into the hole at row 3, column 4
-    assert hole.reward == pytest.approx(0.2) and hole.metrics["env/success"] == 0.0  # a positive reward, no success
-
-
-def _step_rewards(env_config, actions):
-    env = make_env(env_config)
-    env.reset(seed=0)
-    return [env.step(a)[1] for a in actions]
-
-
 def test_make_env_applies_max_steps_render_mode_and_kwargs():
     env = make_env(EnvConfig(id="FrozenLake-v1", kwargs={"map_name": "8x8"}, max_steps=3))
     assert env.render_mode == "ansi" and env.unwrapped.desc.shape == (8, 8)
