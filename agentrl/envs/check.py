@@ -112,11 +112,19 @@ def _check_texts(adapter: EnvAdapter, seed: int, report: EnvCheckReport, problem
     if instructions is not None and not _is_text(instructions):
         problems.append(f"instructions() returned {instructions!r}; return the task and the reply form as text")
     first = _observe(adapter, seed, problems)
+    first_rng = _rng_state(adapter.env)
     again = _observe(adapter, seed, problems)
     if first is not None and again is not None and first != again:
         problems.append(
             f"two resets with seed {seed} gave different observation texts ({first!r} vs {again!r}); seeds name "
             "the episodes of a dataset, so reset(seed) must be deterministic (use self.np_random in the env)"
+        )
+    elif first_rng != _rng_state(adapter.env):
+        # Same text by chance (few distinct starts); the generator's state shows the seed was ignored.
+        problems.append(
+            f"two resets with seed {seed} left the env's random generator in different states; seeds name the "
+            "episodes of a dataset, so reset(seed) must be deterministic (call super().reset(seed=seed) and use "
+            "self.np_random in the env)"
         )
     report.first_message = f"{instructions}\n\n{first}"
 
@@ -223,6 +231,11 @@ def _show(action: Any) -> str:
     if isinstance(action, np.ndarray | np.generic):
         return repr(action.tolist())
     return repr(action)
+
+
+def _rng_state(env: gym.Env[Any, Any]) -> str:
+    generator = getattr(env.unwrapped, "_np_random", None)
+    return "" if generator is None else repr(generator.bit_generator.state)
 
 
 def _is_text(value: Any) -> bool:

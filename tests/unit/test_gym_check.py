@@ -108,6 +108,18 @@ def test_seed_ignoring_env_is_reported():
         check_env(Forgetful())
 
 
+def test_seed_ignoring_env_is_reported_even_when_its_texts_agree():
+    class OneStart(Forgetful):
+        def reset(self, *, seed=None, options=None):
+            _, info = super().reset(seed=seed)
+            self.np_random.random()  # consumes randomness but always starts at 0
+            self.position, self.target = 0, 3
+            return self._obs(), info
+
+    with pytest.raises(EnvCheckError, match="left the env's random generator in different states"):
+        check_env(OneStart())
+
+
 def test_action_space_without_codec_points_to_adapters():
     class Pairs(LineWorld):
         def __init__(self):
