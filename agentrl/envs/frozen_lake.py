@@ -3,9 +3,13 @@
 On a fixed, non-slippery map every FrozenLake episode is the same one, so a greedy evaluation over held-out seeds
 scores 0 or 1. Starting each episode on a seeded random frozen cell (the map and its dynamics unchanged) makes
 seeds name different episodes, gives a graded success rate, and puts some episodes near the goal, where a
-policy that is still mostly random already succeeds sometimes — the signal GRPO needs to start learning.
+policy that is still mostly random already succeeds sometimes.
 
     env.entry_point=agentrl.envs.frozen_lake:FrozenLakeRandomStart env.kwargs.is_slippery=false
+
+`distance_reward=c` adds potential-based shaping (Ng, Harada & Russell, 1999) with potential -c x the Manhattan
+distance to the nearest goal: +c for a step toward it, -c for a step away. An episode's shaping sums to
+c x (start distance - end distance), so with c x (largest distance) < 1 a reward of 1 or more still means success.
 """
 
 from __future__ import annotations
@@ -17,9 +21,25 @@ from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
 
 
 class FrozenLakeRandomStart(FrozenLakeEnv):
-    """`FrozenLakeEnv` (same arguments) with the start drawn uniformly from the S and F cells."""
+    """`FrozenLakeEnv` (same arguments) with the start drawn uniformly from the S and F cells.
 
-    def __init__(self, **kwargs: Any):
+    Args:
+        distance_reward: shaping per step of Manhattan distance gained toward the goal (0: none).
+        **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
+    """
+
+    def __init__(self, distance_reward: float = 0.0, **kwargs: Any):
         super().__init__(**kwargs)
         safe = np.isin(self.desc.ravel(), [b"S", b"F"]).astype(np.float64)
         self.initial_state_distrib = safe / safe.sum()
+        self.distance_reward = float(distance_reward)
+        goals = np.argwhere(self.desc == b"G")
+        cells = np.indices(self.desc.shape).reshape(2, -1).T
+        self._distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
+
+    def step(self, action: int) -> tuple[int, float, bool, bool, dict[str, Any]]:
+        before = self._distance[int(self.s)]
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.distance_reward:
+            reward = float(reward) + self.distance_reward * float(before - self._distance[int(obs)])
+        return obs, reward, terminated, truncated, info

@@ -22,7 +22,8 @@ class ToyTextAdapter(EnvAdapter):
 
 
 class FrozenLakeAdapter(ToyTextAdapter):
-    """FrozenLake: the map with `@` where the agent stands, and its row and column."""
+    """FrozenLake: the map with `@` where the agent stands and its row and column; after each move only the new
+    position, since the map never changes (shorter contexts: cheaper rollouts and training)."""
 
     action_names = ["LEFT", "DOWN", "RIGHT", "UP"]
     task = (
@@ -31,11 +32,9 @@ class FrozenLakeAdapter(ToyTextAdapter):
     )
 
     def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
-        desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
-        ncol = desc.shape[1]
-        row, col = divmod(int(obs), ncol)
+        row, col = self._position(obs)
         lines = []
-        for r, cells in enumerate(desc):
+        for r, cells in enumerate(self.env.unwrapped.desc):  # type: ignore[attr-defined]
             letters = [c.decode() if isinstance(c, bytes) else str(c) for c in cells]
             if r == row:
                 letters[col] = "@"
@@ -43,14 +42,24 @@ class FrozenLakeAdapter(ToyTextAdapter):
         return "\n".join(lines) + f"\nYou are at row {row + 1}, column {col + 1}."
 
     def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
-        desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
-        cell = desc.flat[int(obs)]
-        cell = cell.decode() if isinstance(cell, bytes) else str(cell)
+        cell = self._cell(obs)
         if cell == "H":
             return "You fell into a hole."
         if cell == "G":
             return "You reached the goal!"
-        return f"You moved {self.action_text(action)}.\n{self.observation_text(obs, info)}"
+        row, col = self._position(obs)
+        return f"You moved {self.action_text(action)}. You are at row {row + 1}, column {col + 1}."
+
+    def is_success(self, reward: float, terminated: bool, info: dict[str, Any]) -> bool:
+        return terminated and self._cell(self.env.unwrapped.s) == "G"  # type: ignore[attr-defined]
+
+    def _cell(self, obs: Any) -> str:
+        cell = self.env.unwrapped.desc.flat[int(obs)]  # type: ignore[attr-defined]
+        return cell.decode() if isinstance(cell, bytes) else str(cell)
+
+    def _position(self, obs: Any) -> tuple[int, int]:
+        row, col = divmod(int(obs), self.env.unwrapped.desc.shape[1])  # type: ignore[attr-defined]
+        return row, col
 
 
 TAXI_STANDS = "RGYB"

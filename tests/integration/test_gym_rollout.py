@@ -5,6 +5,7 @@ import json
 import pytest
 
 from agentrl.cli import main
+from agentrl.config import load_config
 from agentrl.loops.drift import check_drift
 from agentrl.trainer.batch import trajectory_to_tensors
 from agentrl.types import StopReason, Trajectory
@@ -23,10 +24,12 @@ def test_gym_recipe_rollout(hf_server_url, default_tokenizer, tmp_path):
             "rollout.n=2",
             "env.num_eval_seeds=2",
             "env.max_steps=4",
+            "env.max_invalid_actions=2",  # exercise the feedback turn too
             f"output_dir={tmp_path}",
         ]
     )
     assert code == 0
+    penalty = load_config("gym").env.invalid_action_penalty
     trajs = [Trajectory.from_json(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
     assert len(trajs) == 4
     assert sorted(t.metadata["env"]["seed"] for t in trajs) == [1_000_000, 1_000_000, 1_000_001, 1_000_001]
@@ -34,7 +37,7 @@ def test_gym_recipe_rollout(hf_server_url, default_tokenizer, tmp_path):
         assert traj.error is None and traj.agent_name == "gym"
         assert traj.stop_reason in GYM_STOPS
         assert traj.reward is not None and traj.reward == pytest.approx(
-            traj.metrics["env/discounted_return"] - 0.1 * traj.metrics["env/invalid_actions"]
+            traj.metrics["env/discounted_return"] - penalty * traj.metrics["env/invalid_actions"]
         )
         assert traj.metrics["env/success"] == float(traj.metadata["env"]["success"])
         if traj.stop_reason is not StopReason.CONTEXT_OVERFLOW:  # else the last reply was cut, never acted on

@@ -83,7 +83,7 @@ def test_env_config_validation_lists_every_problem():
 def test_gym_recipe_resolves_and_its_env_passes_the_check():
     cfg = load_config("gym", [])
     assert cfg.env.entry_point == "agentrl.envs.frozen_lake:FrozenLakeRandomStart"
-    assert cfg.env.kwargs == {"is_slippery": False}
+    assert cfg.env.kwargs == {"is_slippery": False, "distance_reward": 0.1}
     assert cfg.agent.name == "gym" and cfg.reward.components == []  # the loop's env return is the reward
     report = check_env(cfg.env)
     assert report.actions_checked == ["LEFT", "DOWN", "RIGHT", "UP"]  # found the FrozenLake adapter by class
@@ -96,6 +96,26 @@ def test_random_start_frozen_lake_starts_on_safe_cells_named_by_the_seed():
     assert {desc[s] for s in starts} == {b"S", b"F"}
     assert len(set(starts)) == int(np.isin(desc, [b"S", b"F"]).sum())  # every safe cell is a start
     assert env.reset(seed=7)[0] == env.reset(seed=7)[0]
+
+
+def test_distance_shaping_is_potential_based(tokenizer):
+    from tests.unit.test_gym_loop import play
+
+    kwargs = {**NOT_SLIPPERY, "distance_reward": 0.1}
+    env = EnvConfig(entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart", kwargs=kwargs, max_steps=8)
+    start = make_env(env).reset(seed=0)[0]
+    assert start == 9  # row 3, column 2: 3 steps from G
+    win = play(tokenizer, ["DOWN", "UP", "DOWN", "RIGHT", "RIGHT"], env)
+    assert win.metrics["env/success"] == 1.0 and win.reward == pytest.approx(1.0 + 0.1 * 3)
+    assert [round(r, 1) for r in _step_rewards(env, [1, 3, 1, 2, 2])] == [0.1, -0.1, 0.1, 0.1, 1.1]
+    hole = play(tokenizer, ["RIGHT", "RIGHT"], env)  # toward G, into the hole at row 3, column 4
+    assert hole.reward == pytest.approx(0.2) and hole.metrics["env/success"] == 0.0  # a positive reward, no success
+
+
+def _step_rewards(env_config, actions):
+    env = make_env(env_config)
+    env.reset(seed=0)
+    return [env.step(a)[1] for a in actions]
 
 
 def test_make_env_applies_max_steps_render_mode_and_kwargs():

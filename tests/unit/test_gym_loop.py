@@ -89,7 +89,8 @@ def test_frozen_lake_reaches_the_goal_with_exact_tokens(tokenizer):
     assert all(s.role == "user" for s in traj.segments if not s.trainable)
     first, *after = user_texts(traj)
     assert "reply with one of LEFT, DOWN, RIGHT, UP" in first and "@ F F F" in first
-    assert len(after) == 5 and after[0].startswith("You moved DOWN.") and "You are at row 2, column 1." in after[0]
+    assert len(after) == 5
+    assert after[0] == "You moved DOWN. You are at row 2, column 1.\nChoose one: LEFT, DOWN, RIGHT, UP."
     assert all(text.endswith("\nChoose one: LEFT, DOWN, RIGHT, UP.") for text in [first, *after])
 
 
