@@ -41,6 +41,12 @@ class AgentConfig(_Section):
     max_total_tokens: int = Field(2048, ge=1, description="trajectory token budget (prompt + response)")
     max_parallel_tool_calls: int = Field(4, ge=1, description="tool calls executed per turn")
     max_consecutive_tool_errors: int = Field(3, ge=1, description="errors in a row before stopping")
+    on_cut_turn: Literal["stop", "continue"] = Field(
+        "stop",
+        description="a reply cut at rollout.max_tokens ends the trajectory (stop_reason max_tokens), or the loop "
+        "goes on and answers it (tool loops: a parse error or a reminder); a trajectory whose last reply was cut "
+        "still ends as max_tokens",
+    )
     tool_parser: str = Field("hermes", description="tool-call format: hermes, llama3_json, ...")
     system_prompt: str | None = Field(None, description="system message prepended to every prompt")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="extra options of a custom loop")

@@ -44,12 +44,15 @@ class Budgets:
         max_tokens_per_turn: tokens of one assistant turn (a turn cut here: stop_reason max_tokens).
         max_total_tokens: prompt + response tokens of the trajectory (stop_reason context_overflow).
         max_model_len: the rollout server's context length (also context_overflow).
+        continue_cut_turns: a turn cut at `max_tokens_per_turn` is returned to the loop (finish_reason "length")
+            instead of ending the trajectory.
     """
 
     max_turns: int = 8
     max_tokens_per_turn: int = 256
     max_total_tokens: int = 2048
     max_model_len: int = 2048
+    continue_cut_turns: bool = False
 
 
 @dataclass
@@ -77,6 +80,7 @@ class AgentContext:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("agentrl.loop"))
     tool_schemas: list[dict[str, Any]] | None = None  # passed to the chat template when it has a tools slot
     system_prompt: str | None = None  # merged into the prompt's system message by start()
+    last_turn_cut: bool = False  # the latest reply was cut at max_tokens_per_turn (continue_cut_turns)
 
     def __post_init__(self) -> None:
         self.builder = TrajectoryBuilder(self.tokenizer, self.trajectory, tools=self.tool_schemas)
@@ -93,7 +97,8 @@ class AgentContext:
         """Generate one assistant turn from the whole trajectory so far and append it.
 
         Raises:
-            StopLoop: max_turns before generating; max_tokens or context_overflow when the turn was cut.
+            StopLoop: max_turns before generating; context_overflow when the turn was cut by the trajectory's
+                budget; max_tokens when cut at `max_tokens_per_turn`, unless `budgets.continue_cut_turns`.
         """
         if self.trajectory.num_turns >= self.budgets.max_turns:
             raise StopLoop(StopReason.MAX_TURNS)
@@ -113,9 +118,14 @@ class AgentContext:
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")
-        if out.finish_reason == "length":
-            cut_by_budget = max_tokens < per_turn
-            raise StopLoop(StopReason.CONTEXT_OVERFLOW if cut_by_budget else StopReason.MAX_TOKENS)
+        self.last_turn_cut = out.finish_reason == "length"
+        if self.last_turn_cut:
+            if max_tokens < per_turn:
+                raise StopLoop(StopReason.CONTEXT_OVERFLOW)
+            if not self.budgets.continue_cut_turns:
+                raise StopLoop(StopReason.MAX_TOKENS)
+            metrics = self.trajectory.metrics
+            metrics["loop/cut_turns"] = metrics.get("loop/cut_turns", 0.0) + 1.0
         return Turn(text=text, token_ids=list(out.token_ids), finish_reason=out.finish_reason)
 
     def add_messages(self, messages: list[Message], add_generation_prompt: bool = True) -> None:

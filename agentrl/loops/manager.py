@@ -145,6 +145,8 @@ class RolloutManager:
         finally:
             await self._teardown(ctx, traj)
             traj.timings["total_s"] = time.perf_counter() - started
+        if traj.stop_reason in (None, StopReason.DONE) and ctx is not None and ctx.last_turn_cut:
+            traj.stop_reason = StopReason.MAX_TOKENS  # it ended on a reply that was cut (agent.on_cut_turn)
         if traj.stop_reason is None:
             traj.stop_reason = StopReason.DONE
         return traj
@@ -166,6 +168,7 @@ class RolloutManager:
             max_tokens_per_turn=r.max_tokens,
             max_total_tokens=self.agent.max_total_tokens,
             max_model_len=r.max_model_len,
+            continue_cut_turns=self.agent.on_cut_turn == "continue",
         )
         return AgentContext(
             sample=sample,

@@ -6,6 +6,7 @@ from agentrl.config import AgentConfig, RolloutConfig
 from agentrl.errors import AgentRLError
 from agentrl.loops.base import AgentLoopBase, get_loop_class, register_loop
 from agentrl.loops.context import StopLoop
+from agentrl.loops.drift import check_drift
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.single_turn import SingleTurnAgentLoop
 from agentrl.loops.testing import ScriptedPolicy
@@ -156,6 +157,26 @@ async def test_max_tokens_per_turn_stop_reason(tokenizer):
     (traj,) = await mgr.run([sample()])
     assert traj.stop_reason is StopReason.MAX_TOKENS
     assert len(traj.segments[-1].token_ids) == 5
+
+
+async def test_cut_turns_can_continue_and_a_trajectory_ending_on_one_is_max_tokens(tokenizer):
+    long, short = "a very long reply indeed", "ok"
+    agent = AgentConfig(on_cut_turn="continue")
+    policy = ScriptedPolicy(tokenizer, [long, short])
+    (traj,) = await RolloutManager(policy, tokenizer, agent, RolloutConfig(n=1, max_tokens=5)).run(
+        [sample(agent="test_echo_twice")]
+    )
+    assert traj.stop_reason is StopReason.DONE and traj.num_turns == 2
+    assert traj.metrics["loop/cut_turns"] == 1.0
+    cut, last = (s.token_ids for s in traj.segments if s.trainable)
+    assert len(cut) == 5 and cut[-1] != tokenizer.eos_token_id and last[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(traj.segments[2].token_ids).startswith("<|im_end|>")  # its end comes from the template
+    assert check_drift(tokenizer, traj).ok
+    policy = ScriptedPolicy(tokenizer, [short, long])
+    (traj,) = await RolloutManager(policy, tokenizer, agent, RolloutConfig(n=1, max_tokens=5)).run(
+        [sample(agent="test_echo_twice")]
+    )
+    assert traj.stop_reason is StopReason.MAX_TOKENS and traj.num_turns == 2
 
 
 async def test_total_token_budget_is_context_overflow(tokenizer):
