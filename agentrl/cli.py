@@ -87,13 +87,6 @@ def _cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_yet(feature: str, issue: int) -> Callable[[argparse.Namespace], int]:
-    def run(_: argparse.Namespace) -> int:
-        raise AgentRLError(f"`agentrl {feature}` is not available yet (tracked in issue {issue}).")
-
-    return run
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentrl", description="Reinforcement learning for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

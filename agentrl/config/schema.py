@@ -100,6 +100,10 @@ class TrainerConfig(_Section):
     )
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
     warmup_steps: int = Field(0, ge=0, description="linear LR warmup steps")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="LR after warmup: constant, or decayed to lr × min_lr_ratio at the last step"
+    )
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="final LR / lr of the linear and cosine schedules")
     grad_clip: float = Field(1.0, gt=0, description="max gradient norm")
     clip_low: float = Field(0.2, ge=0, description="PPO lower clip epsilon")
     clip_high: float | None = Field(None, ge=0, description="PPO upper clip epsilon (DAPO clip-higher); None: clip_low")

@@ -8,6 +8,7 @@ own rows of the batch and gradients are averaged across ranks. Every rank runs t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -33,10 +34,32 @@ class EngineConfig:
     weight_decay: float = 0.0
     warmup_steps: int = 0
     total_steps: int = 1000
+    lr_schedule: str = "constant"
+    min_lr_ratio: float = 0.0
     grad_clip: float = 1.0
     micro_batch_tokens: int = 4096
     dtype: str = "float32"
     gradient_checkpointing: bool = False
+
+
+def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str, min_ratio: float) -> float:
+    """LR multiplier of optimizer step `step` (0-based): linear warmup, then constant or decay to `min_ratio`.
+
+    The decay runs from the end of warmup to the last step (`total_steps - 1`), which gets `min_ratio`.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    span = total_steps - 1 - warmup_steps
+    progress = min(1.0, (step - warmup_steps) / span) if span > 0 else 1.0
+    if schedule == "linear":
+        shape = 1.0 - progress
+    elif schedule == "cosine":
+        shape = 0.5 * (1.0 + math.cos(math.pi * progress))
+    else:
+        raise ValueError(f"unknown lr_schedule {schedule!r}; use constant, linear or cosine")
+    return min_ratio + (1.0 - min_ratio) * shape
 
 
 def engine_config(cfg: TrainerConfig) -> EngineConfig:
@@ -45,6 +68,8 @@ def engine_config(cfg: TrainerConfig) -> EngineConfig:
         lr=cfg.lr,
         warmup_steps=cfg.warmup_steps,
         total_steps=cfg.steps,
+        lr_schedule=cfg.lr_schedule,
+        min_lr_ratio=cfg.min_lr_ratio,
         grad_clip=cfg.grad_clip,
         micro_batch_tokens=cfg.micro_batch_tokens,
         dtype=cfg.dtype,
@@ -81,8 +106,8 @@ class PolicyEngine:
         self.step_count = 0
 
     def _lr_factor(self, step: int) -> float:
-        warmup = self.config.warmup_steps
-        return min(1.0, (step + 1) / warmup) if warmup else 1.0
+        c = self.config
+        return lr_factor(step, c.warmup_steps, c.total_steps, c.lr_schedule, c.min_lr_ratio)
 
     @torch.no_grad()
     def logprobs(self, batch: PaddedBatch, model: torch.nn.Module | None = None) -> torch.Tensor:
@@ -122,11 +147,11 @@ class PolicyEngine:
         grad_norm = torch.nn.utils.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], self.config.grad_clip
         )
+        metrics["train/lr"] = self.scheduler.get_last_lr()[0]  # the LR this step used
         self.optimizer.step()
         self.scheduler.step()
         self.step_count += 1
         metrics["train/grad_norm"] = float(_full(grad_norm))
-        metrics["train/lr"] = self.scheduler.get_last_lr()[0]
         return metrics
 
     @property

@@ -53,11 +53,21 @@ def test_lora_init_is_the_same_on_every_build(tmp_path):
 
 
 def test_engine_config_follows_the_trainer_config():
-    cfg = run_config(lr=3e-5, warmup_steps=2, grad_clip=0.5, micro_batch_tokens=99, gradient_checkpointing=True)
+    cfg = run_config(
+        lr=3e-5,
+        warmup_steps=2,
+        lr_schedule="cosine",
+        min_lr_ratio=0.1,
+        grad_clip=0.5,
+        micro_batch_tokens=99,
+        gradient_checkpointing=True,
+    )
     assert engine_config(cfg.trainer) == EngineConfig(
         lr=3e-5,
         warmup_steps=2,
         total_steps=cfg.trainer.steps,
+        lr_schedule="cosine",
+        min_lr_ratio=0.1,
         grad_clip=0.5,
         micro_batch_tokens=99,
         dtype="auto",

@@ -131,3 +131,24 @@ def test_step_reports_policy_entropy_and_advantage_stats():
     assert metrics["train/entropy"] == pytest.approx(expected, rel=1e-4)
     assert metrics["train/advantage_max"] > 0 > metrics["train/advantage_min"]
     assert metrics["train/advantage_std"] > 0
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected"),
+    [
+        ("constant", [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]),
+        ("linear", [0.5, 1.0, 1.0, 0.7, 0.4, 0.1]),
+        ("cosine", [0.5, 1.0, 1.0, 0.775, 0.325, 0.1]),
+    ],
+)
+def test_lr_schedule_warms_up_then_decays_to_the_minimum_at_the_last_step(schedule, expected):
+    config = EngineConfig(lr=1e-3, warmup_steps=2, total_steps=6, lr_schedule=schedule, min_lr_ratio=0.1)
+    engine = PolicyEngine(tiny_model(), config)
+    good, bad = traj([1, 2], [4, 5], "g", 1.0), traj([1, 2], [6, 7], "g", 0.0)
+    lrs = [policy_step(engine, TrainerConfig(), [good, bad], 0)["train/lr"] for _ in expected]
+    assert lrs == pytest.approx([1e-3 * f for f in expected], abs=1e-7)
+
+
+def test_unknown_lr_schedule_is_rejected_by_the_config():
+    with pytest.raises(ValueError, match="lr_schedule"):
+        TrainerConfig(lr_schedule="step")
