@@ -87,6 +87,15 @@ def _cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentrl.reports import write_report
+
+    print(f"report written to {write_report(Path(args.run_dir))}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentrl", description="Reinforcement learning for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -110,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--tokenizer", default="auto", help="auto (the run's model), none, or a model")
     view.add_argument("--serve", action="store_true", help="also serve the page on http://127.0.0.1:PORT/")
     view.add_argument("--port", type=int, default=8000, help="port for --serve (default 8000)")
+
+    report = add("report", "(re)write report.md and report/*.png of a training run directory", _cmd_report)
+    report.add_argument("run_dir", help="the run's output_dir (with metrics.jsonl)")
 
     config = add("config", "show the resolved configuration", _cmd_config)
     config.add_argument("action", choices=["show"])

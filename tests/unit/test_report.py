@@ -145,3 +145,14 @@ def test_module_entry_point(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(tmp_path / "report.md")
     assert report_main([str(tmp_path / "missing")]) == 2
     assert report_main([]) == 2
+
+
+def test_cli_report_command(tmp_path, capsys):
+    from agentrl.cli import main as cli_main
+
+    write_metrics(tmp_path, synthetic_rows(steps=2))
+    assert cli_main(["report", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == f"report written to {tmp_path / 'report.md'}"
+    assert (tmp_path / "report.md").is_file()
+    assert cli_main(["report", str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
