@@ -112,7 +112,7 @@ def test_cli_user_error_exits_2_with_one_line(tmp_path, capsys):
 
 
 def test_cli_help_for_each_command(capsys):
-    for command in ["train", "rollout", "eval", "serve", "sandbox", "model", "config", "view"]:
+    for command in ["train", "rollout", "eval", "serve", "sandbox", "model", "config", "view", "report"]:
         with pytest.raises(SystemExit) as exit_info:
             main([command, "--help"])
         assert exit_info.value.code == 0
