@@ -104,8 +104,13 @@ def _to_sample(row: Any, path: Path, index: int) -> Sample:
 def _normalize(row: dict[str, Any], where: str) -> dict[str, Any]:
     """Map verl-style columns onto `Sample` fields."""
     row = dict(row)
+    if "prompt" not in row and "problem_statement" in row and "instance_id" in row:
+        _from_swe_bench(row)
     if "prompt" not in row:
-        raise DatasetError(f"{where}: field prompt is missing; give a list of chat messages or a string")
+        raise DatasetError(
+            f"{where}: field prompt is missing; give a list of chat messages or a string (SWE-bench rows need "
+            "instance_id and problem_statement)"
+        )
     if isinstance(row["prompt"], str):
         row["prompt"] = [{"role": "user", "content": row["prompt"]}]
     reward_model = row.pop("reward_model", None)
@@ -122,3 +127,11 @@ def _normalize(row: dict[str, Any], where: str) -> dict[str, Any]:
     for key in [k for k in row if k not in Sample.model_fields]:
         row.setdefault("extra_info", {})[key] = row.pop(key)
     return row
+
+
+def _from_swe_bench(row: dict[str, Any]) -> None:
+    """A raw SWE-bench row: the problem statement is the prompt; its columns stay as extra info (the SWE loop
+    reads them there)."""
+    row["prompt"] = str(row["problem_statement"])
+    row.setdefault("id", str(row["instance_id"]))
+    row.setdefault("data_source", f"swe/{row.get('repo') or 'unknown'}")

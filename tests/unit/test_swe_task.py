@@ -24,6 +24,17 @@ SWEBENCH_ROW = {  # the columns of a SWE-bench row, as the dataset ships them
 }
 
 
+def test_raw_swebench_rows_are_training_data_as_they_ship(tmp_path):
+    path = tmp_path / "swebench.jsonl"
+    path.write_text(json.dumps(SWEBENCH_ROW) + "\n")
+    (sample,) = load_samples(path)
+    assert sample.id == "astropy__astropy-12907" and sample.data_source == "swe/astropy/astropy"
+    assert sample.prompt[0].content == SWEBENCH_ROW["problem_statement"] and sample.agent_name is None
+    task = SWETask.from_sample(sample)
+    assert task.instance_id == "astropy__astropy-12907" and task.base_commit == SWEBENCH_ROW["base_commit"]
+    assert task.FAIL_TO_PASS == ["astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"]
+
+
 def test_swebench_row_loads_unchanged_with_json_string_test_lists(tmp_path):
     path = tmp_path / "swebench.jsonl"
     path.write_text(json.dumps(SWEBENCH_ROW) + "\n")
