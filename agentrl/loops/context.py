@@ -93,12 +93,17 @@ class AgentContext:
         if len(ids) >= min(self.budgets.max_total_tokens, self.budgets.max_model_len):
             raise StopLoop(StopReason.CONTEXT_OVERFLOW, f"prompt of {len(ids)} tokens leaves no room to generate")
 
-    async def generate(self, **sampling_overrides: Any) -> Turn:
+    def finish(self) -> None:
+        """End the trajectory on the model's last reply: stop_reason done, or max_tokens if that reply was cut."""
+        self.trajectory.stop_reason = StopReason.MAX_TOKENS if self.last_turn_cut else StopReason.DONE
+
+    async def generate(self, continue_if_cut: bool | None = None, **sampling_overrides: Any) -> Turn:
         """Generate one assistant turn from the whole trajectory so far and append it.
 
         Raises:
             StopLoop: max_turns before generating; context_overflow when the turn was cut by the trajectory's
-                budget; max_tokens when cut at `max_tokens_per_turn`, unless `budgets.continue_cut_turns`.
+                budget; max_tokens when cut at `max_tokens_per_turn`, unless `continue_if_cut` (None:
+                `budgets.continue_cut_turns`), which returns the cut turn (finish_reason "length").
         """
         if self.trajectory.num_turns >= self.budgets.max_turns:
             raise StopLoop(StopReason.MAX_TURNS)
@@ -122,7 +127,7 @@ class AgentContext:
         if self.last_turn_cut:
             if max_tokens < per_turn:
                 raise StopLoop(StopReason.CONTEXT_OVERFLOW)
-            if not self.budgets.continue_cut_turns:
+            if not (self.budgets.continue_cut_turns if continue_if_cut is None else continue_if_cut):
                 raise StopLoop(StopReason.MAX_TOKENS)
             metrics = self.trajectory.metrics
             metrics["loop/cut_turns"] = metrics.get("loop/cut_turns", 0.0) + 1.0

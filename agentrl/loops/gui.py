@@ -79,7 +79,7 @@ class GUIAgentLoop(AgentLoopBase):
     async def _play(self, ctx: AgentContext, session: MiniWoBSession, episode: GUIEpisode) -> None:
         max_invalid = gui_config(self.kwargs).max_invalid_actions
         while True:
-            reply = await _reply(ctx)
+            reply = await _reply_even_if_cut(ctx)
             try:
                 action = parse_action(reply, session.screen_size)
                 if action.kind == "done":
@@ -171,14 +171,10 @@ def _close_when_started(future: asyncio.Future[MiniWoBSession]) -> None:
         future.result().close()
 
 
-async def _reply(ctx: AgentContext) -> str:
-    """The next reply; one cut at `rollout.max_tokens` is still parsed (and answered when invalid)."""
-    try:
-        return (await ctx.generate()).text
-    except StopLoop as stop:
-        if stop.reason is not StopReason.MAX_TOKENS:
-            raise
-        return str(ctx.trajectory.messages[-1].content or "")
+async def _reply_even_if_cut(ctx: AgentContext) -> str:
+    """A reply cut at `rollout.max_tokens` is still parsed (and answered when invalid), so that a long-winded
+    model is told the valid form instead of losing the episode."""
+    return (await ctx.generate(continue_if_cut=True)).text
 
 
 __all__ = ["GUIAgentLoop", "Screen"]

@@ -60,7 +60,7 @@ class GymAgentLoop(AgentLoopBase):
             first = await asyncio.to_thread(episode.reset, seed)
             ctx.start([*sample.prompt, Message(role="user", content=first)])
             while True:
-                outcome = await asyncio.to_thread(episode.act, await _reply(ctx))
+                outcome = await asyncio.to_thread(episode.act, await _reply_even_if_cut(ctx))
                 if outcome.terminated:
                     ctx.trajectory.stop_reason = StopReason.DONE
                     return ctx.trajectory
@@ -72,17 +72,6 @@ class GymAgentLoop(AgentLoopBase):
         finally:
             _record(ctx.trajectory, episode, seed)
             episode.close()
-
-
-async def _reply(ctx: AgentContext) -> str:
-    """The next reply; one cut at `rollout.max_tokens` is still a reply (parsed, and answered when invalid),
-    so that a long-winded model is told the valid form instead of losing the episode."""
-    try:
-        return (await ctx.generate()).text
-    except StopLoop as stop:
-        if stop.reason is not StopReason.MAX_TOKENS:
-            raise
-        return str(ctx.trajectory.messages[-1].content or "")
 
 
 def _seed(sample: Sample) -> int | None:
@@ -106,3 +95,9 @@ def _record(traj: Trajectory, episode: GymEpisode, seed: int | None) -> None:
         "success": episode.success,
         "final_message": episode.last_text,
     }
+
+
+async def _reply_even_if_cut(ctx: AgentContext) -> str:
+    """A reply cut at `rollout.max_tokens` is still parsed (and answered when invalid), so that a long-winded
+    model is told the valid form instead of losing the episode."""
+    return (await ctx.generate(continue_if_cut=True)).text

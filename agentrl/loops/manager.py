@@ -145,8 +145,6 @@ class RolloutManager:
         finally:
             await self._teardown(ctx, traj)
             traj.timings["total_s"] = time.perf_counter() - started
-        if traj.stop_reason in (None, StopReason.DONE) and ctx is not None and ctx.last_turn_cut:
-            traj.stop_reason = StopReason.MAX_TOKENS  # it ended on a reply that was cut (agent.on_cut_turn)
         if traj.stop_reason is None:
             traj.stop_reason = StopReason.DONE
         return traj

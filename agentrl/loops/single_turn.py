@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentrl.loops.base import AgentLoopBase
 from agentrl.loops.context import AgentContext
-from agentrl.types import Sample, StopReason, Trajectory
+from agentrl.types import Sample, Trajectory
 
 
 class SingleTurnAgentLoop(AgentLoopBase):
@@ -13,5 +13,5 @@ class SingleTurnAgentLoop(AgentLoopBase):
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         ctx.start(sample.prompt)
         await ctx.generate()
-        ctx.trajectory.stop_reason = StopReason.DONE
+        ctx.finish()
         return ctx.trajectory

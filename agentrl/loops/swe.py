@@ -114,7 +114,7 @@ class SWEAgentLoop(AgentLoopBase):
             parsed = self.parser.parse(turn.text)
             if not parsed.calls and not parsed.errors:
                 if self.options.on_no_tool_call == "stop":
-                    ctx.trajectory.stop_reason = StopReason.DONE
+                    ctx.finish()
                     return
                 results = [ctx.tools.record_parse_error(NO_TOOL_CALL.removeprefix("Error: "))]
             else:

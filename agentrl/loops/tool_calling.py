@@ -42,7 +42,7 @@ class ToolAgentLoop(AgentLoopBase):
                 continue
             reply = await self._user_turn(ctx, sample, state)
             if reply is None:
-                ctx.trajectory.stop_reason = StopReason.DONE
+                ctx.finish()
                 return ctx.trajectory
             ctx.add_messages([Message(role="user", content=reply)])
 
