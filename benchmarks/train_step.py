@@ -34,7 +34,10 @@ The figures (the last line printed is one JSON object)
 * `engine_over_plain`: engine tokens/s over plain tokens/s (target >= 0.8);
 * `weight_sync_s`: median seconds of `WeightSync.push` to the hf server (target < 2 for the 135M model);
   null with `--no-sync`;
-* `state_dict_s`: median seconds of `backend.state_dict()` (the snapshot before the push).
+* `state_dict_s`: median seconds of `backend.state_dict()` (the snapshot before the push);
+* `skip_zero_advantage_speedup`: step time with `trainer.skip_zero_advantage=false` over step time with it on,
+  on a batch where half the groups have equal rewards (advantage 0: the update is the same, see
+  tests/unit/test_zero_advantage_skip.py); two backends alternating as above; null with `--no-skip`.
 """
 
 from __future__ import annotations
@@ -61,8 +64,11 @@ from agentrl.types import Segment, Trajectory
 GROUP = 4
 
 
-def trajectories(batch: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0) -> list[Trajectory]:
-    """Seeded synthetic scored trajectories, `GROUP` per prompt, rewards alternating 1/0 within a group."""
+def trajectories(
+    batch: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0, flat_groups: bool = False
+) -> list[Trajectory]:
+    """Seeded synthetic scored trajectories, `GROUP` per prompt, rewards alternating 1/0 within a group (with
+    `flat_groups`, every other group is all 1: no signal)."""
     gen = torch.Generator().manual_seed(seed)
     out = []
     for i in range(batch):
@@ -72,7 +78,8 @@ def trajectories(batch: int, prompt_len: int, response_len: int, vocab: int, see
             Segment(token_ids=prompt, trainable=False),
             Segment(token_ids=response, trainable=True, logprobs=[-1.0] * response_len),
         ]
-        out.append(Trajectory(segments=segments, group_id=f"g{i // GROUP}", reward=float(i % 2)))
+        flat = flat_groups and (i // GROUP) % 2 == 1
+        out.append(Trajectory(segments=segments, group_id=f"g{i // GROUP}", reward=1.0 if flat else float(i % 2)))
     return out
 
 
@@ -109,7 +116,9 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def alternate(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]]:
+def alternate(
+    a: Callable[[], Any], b: Callable[[], Any], repeats: int, names: tuple[str, str] = ("engine", "plain")
+) -> tuple[list[float], list[float]]:
     """Times of `a` and `b`, run a b b a a b ... after one warm-up call each."""
     a(), b()
     times_a: list[float] = []
@@ -119,7 +128,7 @@ def alternate(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> tuple
         t1, t2 = timed(first), timed(second)
         (times_a if first is a else times_b).append(t1)
         (times_b if first is a else times_a).append(t2)
-        print(f"  round {i + 1}: engine {times_a[-1]:.2f} s, plain {times_b[-1]:.2f} s", flush=True)
+        print(f"  round {i + 1}: {names[0]} {times_a[-1]:.2f} s, {names[1]} {times_b[-1]:.2f} s", flush=True)
     return times_a, times_b
 
 
@@ -163,6 +172,27 @@ def compare(
     return tokens, engine_med, plain_med
 
 
+def skip_speedup(model_path: str, pad: int, trajs: list[Trajectory], repeats: int) -> float:
+    """Median step time without the zero-advantage skip over the median with it, alternating."""
+    from agentrl.trainer.backend import make_backend
+
+    def backend(skip: bool) -> Any:
+        cfg = {"trainer": {"lr": 1e-6, "num_ranks": 1, "skip_zero_advantage": skip}}
+        return make_backend(AgentRLConfig.model_validate(cfg), model_path, pad)
+
+    skipping, full = backend(True), backend(False)
+    try:
+        skip_s, full_s = alternate(
+            lambda: skipping.step(trajs), lambda: full.step(trajs), repeats, names=("skip", "no skip")
+        )
+    finally:
+        skipping.close()
+        full.close()
+    ratio = statistics.median(full_s) / statistics.median(skip_s)
+    print(f"zero-advantage skip: {ratio:.2f}x on a batch whose groups are half without signal", flush=True)
+    return ratio
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default", help="model spec (default: SmolLM2-135M-Instruct)")
@@ -172,6 +202,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5, help="measured steps of each path")
     parser.add_argument("--sync-repeats", type=int, default=3)
     parser.add_argument("--no-sync", action="store_true", help="skip the weight sync (no hf server)")
+    parser.add_argument("--no-skip", action="store_true", help="do not measure the zero-advantage skip")
     parser.add_argument("--quick", action="store_true", help="batch 4, 32+32 tokens, 2 repeats")
     args = parser.parse_args(argv)
     if args.quick:
@@ -194,11 +225,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         state_s = statistics.median(a for a, _ in rounds)
         sync_s = statistics.median(b for _, b in rounds)
     backend.close()
+    speedup = None
+    if not args.no_skip:
+        flat = trajectories(args.batch * 2, args.prompt_len, args.response_len, len(tokenizer), flat_groups=True)
+        speedup = skip_speedup(model_path, pad, flat, args.repeats)
     result = {
         "train_tok_s": round(tokens / engine_med, 2),
         "engine_over_plain": round(plain_med / engine_med, 3),
         "weight_sync_s": None if sync_s is None else round(sync_s, 3),
         "state_dict_s": None if state_s is None else round(state_s, 3),
+        "skip_zero_advantage_speedup": None if speedup is None else round(speedup, 3),
     }
     print(json.dumps(result), flush=True)
     return result

@@ -89,6 +89,11 @@ class TrainerConfig(_Section):
         None, gt=0, description="truncated importance sampling cap on π_trainer/π_rollout; None: 2.0 in async mode"
     )
     dynamic_sampling: bool = Field(False, description="DAPO: drop zero-variance groups and sample more prompts")
+    skip_zero_advantage: bool = Field(
+        True,
+        description="leave rows whose advantage is 0 out of the forward/backward when kl_coef is 0: they give no "
+        "gradient, so the update is the same for less compute (train/ metrics then cover the trained rows)",
+    )
     max_sampling_rounds: int = Field(3, ge=1, description="dynamic sampling: generation rounds per step at most")
     overlong_max_tokens: int | None = Field(None, ge=1, description="DAPO overlong penalty: L_max (None: off)")
     overlong_cache_tokens: int = Field(0, ge=0, description="DAPO overlong penalty: L_cache, the soft zone")

@@ -9,7 +9,7 @@ import torch
 
 from agentrl.config.schema import TrainerConfig
 from agentrl.trainer.algorithms import broadcast_to_tokens, compute_advantages, rewards_and_groups
-from agentrl.trainer.batch import PaddedBatch, collate
+from agentrl.trainer.batch import PaddedBatch, collate, trajectory_to_tensors
 from agentrl.trainer.engine import PolicyEngine, batch_to, is_additive
 from agentrl.trainer.losses import PolicyLossConfig, get_loss
 from agentrl.types import Trajectory
@@ -18,10 +18,16 @@ if TYPE_CHECKING:
     from agentrl.trainer.reference import ReferencePolicy
 
 SAME_ON_EVERY_RANK = ("train/grad_norm", "train/lr")
+ZERO_ADVANTAGE = 1e-8
+"""|advantage| at or below this is no signal (GRPO's normalized zeros come out as ~1e-11, not 0)."""
 
 
-def loss_config(cfg: TrainerConfig) -> PolicyLossConfig:
-    """The policy-loss hyper-parameters of a trainer config."""
+def loss_config(cfg: TrainerConfig, max_response_len: int | None = None) -> PolicyLossConfig:
+    """The policy-loss hyper-parameters of a trainer config.
+
+    `max_response_len` (of the whole batch) is Dr. GRPO's norm constant, so that it does not depend on which
+    rows a rank or a micro-batch holds.
+    """
     return PolicyLossConfig(
         clip_low=cfg.clip_low,
         clip_high=cfg.clip_high,
@@ -29,6 +35,7 @@ def loss_config(cfg: TrainerConfig) -> PolicyLossConfig:
         kl_type=cfg.kl_estimator,
         loss_agg_mode=cfg.loss_agg,
         tis_cap=cfg.tis_cap,
+        norm_constant=float(max_response_len) if max_response_len else None,
     )
 
 
@@ -46,6 +53,10 @@ def policy_step(
     this rank trains on rows `rank::world_size` (data parallel under FSDP); the metrics are reduced over the
     ranks, so every rank returns the global figures. A rank left without rows runs one fully masked row.
 
+    With `cfg.skip_zero_advantage` and no KL penalty, rows whose advantage is 0 are left out of the forward and
+    backward: they contribute no gradient, and the denominators stay those of the whole batch, so the update is
+    the same. The optimizer still steps when no row is left (on one masked row), as it would have.
+
     The step is one update on the whole batch (cut into micro-batches only for memory), so the PPO ratio's
     π_θ_old is the current policy and its logprobs come from the training forward itself.
     `train/rollout_logprob_abs_diff` is the mean |rollout logprob − trainer logprob| over trainable tokens: the
@@ -56,14 +67,18 @@ def policy_step(
         return {"train/skipped": 1.0}
     rewards, groups = rewards_and_groups(trajectories)
     advantages = compute_advantages(cfg.advantage, rewards, groups)
-    batch, local_adv = _rank_batch(trajectories, advantages, shard, pad_token_id, engine.device)
     num_tokens = float(sum(t.num_generated_tokens for t in trajectories))
     num_seqs = float(len(trajectories))
+    lcfg = loss_config(cfg, max(len(trajectory_to_tensors(t).response_ids) for t in trajectories))
+    trained = _rows_with_signal(advantages) if cfg.skip_zero_advantage and cfg.kl_coef == 0 else None
+    rows, row_adv = trajectories, advantages
+    if trained is not None:
+        rows, row_adv = [trajectories[i] for i in trained], advantages[trained]
+    batch, local_adv = _rank_batch(rows, row_adv, shard, pad_token_id, engine.device, fallback=trajectories[0])
     ref_logprobs = reference.logprobs(engine, batch) if reference is not None else None
     token_adv = broadcast_to_tokens(local_adv, batch.response_mask)
     trainer_logprobs = torch.zeros_like(batch.rollout_logprobs)
     loss = get_loss(cfg.loss)
-    lcfg = loss_config(cfg)
 
     def micro_loss(logp: torch.Tensor, rows: slice) -> tuple[torch.Tensor, dict[str, float]]:
         # one update per batch: π_θ_old is this very forward's policy, so log π_old = log π_θ detached (as TRL
@@ -84,7 +99,9 @@ def policy_step(
 
     metrics = engine.train_step(batch, micro_loss)
     out = {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
-    out["train/rollout_logprob_abs_diff"] = _mismatch(batch, trainer_logprobs)
+    out.pop("train/rollout_logprob_abs_diff", None)
+    if rows:  # no trained row, no mismatch figure (rather than a 0 that looks like a perfect match)
+        out["train/rollout_logprob_abs_diff"] = _mismatch(batch, trainer_logprobs)
     if shard[1] > 1:
         out = _reduce_over_ranks(out, float(batch.response_mask.sum()), engine)
     out["train/advantage_abs_mean"] = float(advantages.abs().mean())
@@ -92,7 +109,12 @@ def policy_step(
     out["train/advantage_max"] = float(advantages.max())
     out["train/advantage_min"] = float(advantages.min())
     out["train/tokens"] = num_tokens
+    out["train/rows_trained"] = float(len(rows))
     return out
+
+
+def _rows_with_signal(advantages: torch.Tensor) -> list[int]:
+    return [i for i, a in enumerate(advantages.tolist()) if abs(a) > ZERO_ADVANTAGE]
 
 
 def _rank_batch(
@@ -101,13 +123,15 @@ def _rank_batch(
     shard: tuple[int, int],
     pad_token_id: int,
     device: torch.device,
+    fallback: Trajectory,
 ) -> tuple[PaddedBatch, torch.Tensor]:
-    """This rank's rows `rank::world` and their advantages, on `device`; one masked row when it has none."""
+    """This rank's rows `rank::world` and their advantages, on `device`; one masked row (of `fallback`) when it
+    has none."""
     rank, world = shard
     mine = trajectories[rank::world]
     if mine:
         return batch_to(collate(mine, pad_token_id), device), advantages[rank::world].to(device)
-    batch = batch_to(collate(trajectories[:1], pad_token_id), device)
+    batch = batch_to(collate([fallback], pad_token_id), device)
     return replace(batch, response_mask=torch.zeros_like(batch.response_mask)), torch.zeros(1, device=device)
 
 
