@@ -10,19 +10,16 @@ when time is up; what is left in the group when the command ends (`cmd &`) is ki
 call's processes escape the group, a host-side watchdog kills every process but PID 1. Either
 way the caller gets an `ExecResult` with `timed_out=True` and the container stays usable.
 
-Every container and volume carries the labels `agentrl.sandbox=1`, `agentrl.run`, `agentrl.host`, `agentrl.pid`
-and `agentrl.pid_start`, so that `remove_orphans` can find those whose owning process is gone.
+Containers are labelled with their owner and removed at exit or by the next run after a crash
+(`agentrl.sandbox.containers`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import io
 import logging
-import os
 import posixpath
-import socket
 import tarfile
 import threading
 import time
@@ -41,13 +38,22 @@ from agentrl.sandbox.base import (
     tar_of_dir,
     tar_of_file,
 )
+from agentrl.sandbox.containers import (
+    LABEL,
+    cleanup_live,
+    docker_client,
+    owner_labels,
+    remove_all,
+    remove_orphans,
+    remove_quietly,
+    track,
+    untrack,
+)
 from agentrl.sandbox.images import BASE_IMAGE
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-LABEL = "agentrl.sandbox"
-"""Label on every container and volume we create: `docker ps -a --filter label=agentrl.sandbox`."""
 UID = 1000
 WORKDIR = "/work"
 KILL_GRACE_S = 1.0
@@ -72,10 +78,6 @@ _REAPER = (
 _WRAPPER = 'timeout -k "$3" "$2" bash -c "$1" & pid=$!; wait $pid; rc=$?; kill -9 -- -$pid 2>/dev/null; exit $rc'
 
 _executor: ThreadPoolExecutor | None = None
-_live: dict[str, str] = {}
-"""Container id -> volume name of the sandboxes this process owns, removed at exit."""
-_live_lock = threading.Lock()
-_atexit_registered = False
 
 
 def _run_in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
@@ -84,128 +86,6 @@ def _run_in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     if _executor is None:
         _executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentrl-sandbox")
     return asyncio.get_running_loop().run_in_executor(_executor, fn, *args)
-
-
-def _process_start(pid: int) -> str:
-    """The start time of process `pid` (clock ticks since boot), or "" when unknown; guards against pid reuse."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def owner_labels(run_id: str) -> dict[str, str]:
-    """The labels naming this process as the owner of a container."""
-    pid = os.getpid()
-    return {
-        LABEL: "1",
-        "agentrl.run": run_id,
-        "agentrl.host": socket.gethostname(),
-        "agentrl.pid": str(pid),
-        "agentrl.pid_start": _process_start(pid),
-    }
-
-
-def _owner_alive(labels: dict[str, str]) -> bool:
-    if labels.get("agentrl.host") != socket.gethostname():
-        return True  # another machine's: not ours to judge
-    try:
-        pid = int(labels.get("agentrl.pid", ""))
-    except ValueError:
-        return False
-    start = _process_start(pid)
-    return bool(start) and start == labels.get("agentrl.pid_start", start)
-
-
-def docker_client() -> Any:
-    """A client of the local engine.
-
-    Raises:
-        SandboxError: the docker SDK is missing or no engine answers, saying what to do.
-    """
-    try:
-        import docker
-    except ImportError as exc:
-        raise SandboxError("the docker SDK is not installed: pip install docker") from exc
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise SandboxError(f"no Docker engine answers ({exc}): start dockerd or use sandbox.backend=local") from exc
-    return client
-
-
-def remove_orphans(client: Any) -> int:
-    """Remove our containers and volumes whose owning process (on this host) is gone; return how many containers."""
-    removed = 0
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        if not _owner_alive(container.labels):
-            _remove_quietly(client, container.id, None)
-            removed += 1
-    for volume in client.volumes.list(filters={"label": LABEL}):
-        if not _owner_alive(volume.attrs.get("Labels") or {}):
-            _remove_quietly(client, None, volume.name)
-    if removed:
-        logger.warning("removed %d orphaned sandbox container(s) of crashed runs", removed)
-    return removed
-
-
-def remove_all(client: Any, run_id: str | None = None) -> int:
-    """Remove every sandbox container and volume (of `run_id`, if given), whoever owns it; return the count."""
-    label = [LABEL] + ([f"agentrl.run={run_id}"] if run_id else [])
-    containers = client.containers.list(all=True, filters={"label": label})
-    for container in containers:
-        _remove_quietly(client, container.id, None)
-    for volume in client.volumes.list(filters={"label": label}):
-        _remove_quietly(client, None, volume.name)
-    return len(containers)
-
-
-def _remove_quietly(client: Any, container_id: str | None, volume: str | None) -> None:
-    import docker
-
-    if container_id:
-        try:
-            client.api.remove_container(container_id, force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
-                logger.warning("removing sandbox container %s failed: %s", container_id[:12], exc)
-    if volume:
-        try:
-            client.api.remove_volume(volume, force=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            logger.warning("removing sandbox volume %s failed: %s", volume, exc)
-
-
-def cleanup_live() -> int:
-    """Remove every sandbox this process still owns (at exit, on SIGTERM); return how many."""
-    with _live_lock:
-        live = list(_live.items())
-        _live.clear()
-    if not live:
-        return 0
-    try:
-        client = docker_client()
-    except SandboxError:
-        return 0
-    for container_id, volume in live:
-        _remove_quietly(client, container_id, volume)
-    client.close()
-    return len(live)
-
-
-def _track(container_id: str, volume: str) -> None:
-    global _atexit_registered
-    with _live_lock:
-        _live[container_id] = volume
-        if not _atexit_registered:
-            atexit.register(cleanup_live)
-            _atexit_registered = True
 
 
 class DockerSandbox(Sandbox):
@@ -301,15 +181,14 @@ class DockerSandbox(Sandbox):
                 volumes={name: {"bind": WORKDIR, "mode": "rw"}},
                 labels=labels,
             )
-            _track(container.id, name)
+            track(container.id, name)
             container.start()
         except docker.errors.DockerException as exc:
             if volume is not None:
                 leftover = client.containers.list(all=True, filters={"name": name})
-                _remove_quietly(client, leftover[0].id if leftover else None, name)
-                with _live_lock:
-                    for c in leftover:
-                        _live.pop(c.id, None)
+                remove_quietly(client, leftover[0].id if leftover else None, name)
+                for c in leftover:
+                    untrack(c.id)
             raise SandboxError(f"cannot start a sandbox from image {image!r}: {exc}") from exc
         return cls(client, container.id, name, exec_timeout_s=exec_timeout_s,
                    max_output_bytes=max_output_bytes, image=image)  # fmt: skip
@@ -453,9 +332,8 @@ class DockerSandbox(Sandbox):
         if self.closed:
             return
         self.closed = True
-        with _live_lock:
-            _live.pop(self.id, None)
-        _remove_quietly(self._client, self.id, self.volume)
+        untrack(self.id)
+        remove_quietly(self._client, self.id, self.volume)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -480,3 +358,6 @@ class _Capped:
 
     def text(self) -> str:
         return cap_bytes(bytes(self.buf), self.dropped)
+
+
+__all__ = ["LABEL", "DockerSandbox", "cleanup_live", "docker_client", "owner_labels", "remove_all", "remove_orphans"]

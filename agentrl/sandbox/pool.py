@@ -26,7 +26,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentrl.sandbox.base import SandboxError
-from agentrl.sandbox.docker import DockerSandbox, cleanup_live, docker_client, remove_orphans
+from agentrl.sandbox.containers import cleanup_live, docker_client, remove_orphans
+from agentrl.sandbox.docker import DockerSandbox
 
 logger = logging.getLogger(__name__)
 
