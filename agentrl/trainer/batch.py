@@ -31,6 +31,12 @@ class TrajectoryTensors:
     rollout_logprobs: torch.Tensor
 
 
+def response_length(traj: Trajectory) -> int:
+    """Tokens from the first trainable segment on: the response part `trajectory_to_tensors` makes (0 if none)."""
+    first = next((i for i, s in enumerate(traj.segments) if s.trainable), len(traj.segments))
+    return sum(len(s.token_ids) for s in traj.segments[first:])
+
+
 def trajectory_to_tensors(traj: Trajectory) -> TrajectoryTensors:
     """Split a trajectory into prompt and response tensors with a loss mask.
 

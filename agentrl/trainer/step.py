@@ -9,7 +9,7 @@ import torch
 
 from agentrl.config.schema import TrainerConfig
 from agentrl.trainer.algorithms import broadcast_to_tokens, compute_advantages, rewards_and_groups
-from agentrl.trainer.batch import PaddedBatch, collate, trajectory_to_tensors
+from agentrl.trainer.batch import PaddedBatch, collate, response_length
 from agentrl.trainer.engine import PolicyEngine, batch_to, is_additive
 from agentrl.trainer.losses import PolicyLossConfig, get_loss
 from agentrl.types import Trajectory
@@ -69,7 +69,7 @@ def policy_step(
     advantages = compute_advantages(cfg.advantage, rewards, groups)
     num_tokens = float(sum(t.num_generated_tokens for t in trajectories))
     num_seqs = float(len(trajectories))
-    lcfg = loss_config(cfg, max(len(trajectory_to_tensors(t).response_ids) for t in trajectories))
+    lcfg = loss_config(cfg, max(response_length(t) for t in trajectories))
     trained = _rows_with_signal(advantages) if cfg.skip_zero_advantage and cfg.kl_coef == 0 else None
     rows, row_adv = trajectories, advantages
     if trained is not None:

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from agentrl.trainer.batch import collate, trajectory_to_tensors
+from agentrl.trainer.batch import collate, response_length, trajectory_to_tensors
 from agentrl.types import Segment, Trajectory
 
 
@@ -36,6 +36,12 @@ def test_non_trainable_segments_between_trainable_ones_are_masked():
     assert t.response_ids.tolist() == [3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert t.response_mask.tolist() == [1, 1, 0, 0, 0, 1, 0, 1, 1]
     assert t.rollout_logprobs.tolist() == pytest.approx([-0.1, -0.2, 0, 0, 0, -0.3, 0, -0.4, -0.5])
+
+
+def test_response_length_matches_the_response_tensor():
+    multi = traj(seg([1, 2], False), seg([3, 4], True), seg([5, 6, 7], False), seg([8], True), seg([9], False))
+    assert response_length(multi) == len(trajectory_to_tensors(multi).response_ids) == 7
+    assert response_length(traj(seg([1, 2], False))) == 0
 
 
 def test_multiple_prompt_segments_join_and_missing_logprobs_are_zero():
