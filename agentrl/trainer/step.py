@@ -71,10 +71,10 @@ def policy_step(
     num_seqs = float(len(trajectories))
     lcfg = loss_config(cfg, max(response_length(t) for t in trajectories))
     trained = _rows_with_signal(advantages) if cfg.skip_zero_advantage and cfg.kl_coef == 0 else None
-    rows, row_adv = trajectories, advantages
+    kept, kept_adv = trajectories, advantages
     if trained is not None:
-        rows, row_adv = [trajectories[i] for i in trained], advantages[trained]
-    batch, local_adv = _rank_batch(rows, row_adv, shard, pad_token_id, engine.device, fallback=trajectories[0])
+        kept, kept_adv = [trajectories[i] for i in trained], advantages[trained]
+    batch, local_adv = _rank_batch(kept, kept_adv, shard, pad_token_id, engine.device, fallback=trajectories[0])
     ref_logprobs = reference.logprobs(engine, batch) if reference is not None else None
     token_adv = broadcast_to_tokens(local_adv, batch.response_mask)
     trainer_logprobs = torch.zeros_like(batch.rollout_logprobs)
@@ -100,7 +100,7 @@ def policy_step(
     metrics = engine.train_step(batch, micro_loss)
     out = {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
     out.pop("train/rollout_logprob_abs_diff", None)
-    if rows:  # no trained row, no mismatch figure (rather than a 0 that looks like a perfect match)
+    if kept:  # no trained row, no mismatch figure (rather than a 0 that looks like a perfect match)
         out["train/rollout_logprob_abs_diff"] = _mismatch(batch, trainer_logprobs)
     if shard[1] > 1:
         out = _reduce_over_ranks(out, float(batch.response_mask.sum()), engine)
@@ -109,7 +109,7 @@ def policy_step(
     out["train/advantage_max"] = float(advantages.max())
     out["train/advantage_min"] = float(advantages.min())
     out["train/tokens"] = num_tokens
-    out["train/rows_trained"] = float(len(rows))
+    out["train/rows_trained"] = float(len(kept))
     return out
 
 
