@@ -100,8 +100,10 @@ def policy_step(
     metrics = engine.train_step(batch, micro_loss)
     out = {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
     out.pop("train/rollout_logprob_abs_diff", None)
-    if kept:  # no trained row, no mismatch figure (rather than a 0 that looks like a perfect match)
+    if kept:
         out["train/rollout_logprob_abs_diff"] = _mismatch(batch, trainer_logprobs)
+    else:  # no trained row: no figures of the policy's tokens (rather than 0s that read as perfect or collapsed)
+        out.pop("train/entropy", None)
     if shard[1] > 1:
         out = _reduce_over_ranks(out, float(batch.response_mask.sum()), engine)
     out["train/advantage_abs_mean"] = float(advantages.abs().mean())

@@ -3,6 +3,7 @@ mode, and checkpoint → resume reproducing the next step's loss."""
 
 import gzip
 import json
+from collections import defaultdict
 
 import pytest
 
@@ -28,16 +29,29 @@ def train(url, out, *overrides):
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def versions_of_step(out, step):
+def step_trajectories(out, step):
     with gzip.open(out / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
-        trajectories = [Trajectory.from_json(line) for line in f]
+        return [Trajectory.from_json(line) for line in f]
+
+
+def rows_with_signal(out, step):
+    groups = defaultdict(list)
+    for t in step_trajectories(out, step):
+        groups[t.group_id].append(t.reward)
+    return float(sum(len(rewards) for rewards in groups.values() if max(rewards) > min(rewards)))
+
+
+def versions_of_step(out, step):
+    trajectories = step_trajectories(out, step)
     return {seg.policy_version for t in trajectories for seg in t.segments if seg.trainable}
 
 
 def test_two_step_sync_training_run(hf_server_url, tmp_path):
-    steps = train(hf_server_url, tmp_path, "trainer.steps=2")
+    # every row trained, also in a step whose groups all have equal rewards, so every step measures the mismatch
+    steps = train(hf_server_url, tmp_path, "trainer.steps=2", "trainer.skip_zero_advantage=false")
     assert [s["step"] for s in steps] == [1, 2]
     for s in steps:
+        assert s["train/rows_trained"] == 4.0
         print({k: s[k] for k in ("train/loss", "train/rollout_logprob_abs_diff", "perf/weight_sync_s")})
         assert s["train/rollout_logprob_abs_diff"] < 1e-3  # training-inference mismatch of the hf backend, fp32
         assert s["train/tokens"] > 0 and s["rollout/staleness_mean"] == 0.0
@@ -53,6 +67,8 @@ def test_two_step_async_training_run_overlaps_rollout_with_training(hf_server_ur
     assert versions_of_step(tmp_path, 2) == {0}
     assert steps[1]["rollout/staleness_mean"] == 1.0 and steps[1]["rollout/stale_trajectories"] == 0.0
     assert all(s["train/tokens"] > 0 for s in steps)
+    # trajectories of groups with equal rewards (advantage 0) are left out of the update
+    assert [s["train/rows_trained"] for s in steps] == [rows_with_signal(tmp_path, k) for k in (1, 2)]
 
 
 def test_resume_from_a_checkpoint_reproduces_the_next_step(hf_server_url, tmp_path):

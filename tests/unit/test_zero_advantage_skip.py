@@ -52,4 +52,4 @@ def test_a_batch_without_signal_still_takes_its_optimizer_step():
     flat = [traj([1, 2], [4, 5], "a", 1.0), traj([1, 2], [6, 7], "a", 1.0)]
     _, metrics, engine = step_weights(tiny_llama(), flat)
     assert metrics["train/rows_trained"] == 0.0 and engine.step_count == 1
-    assert "train/rollout_logprob_abs_diff" not in metrics  # nothing was scored by the trainer
+    assert "train/rollout_logprob_abs_diff" not in metrics and "train/entropy" not in metrics  # nothing scored
