@@ -79,7 +79,8 @@ class GUIAgentLoop(AgentLoopBase):
     async def _play(self, ctx: AgentContext, session: MiniWoBSession, episode: GUIEpisode) -> None:
         max_invalid = gui_config(self.kwargs).max_invalid_actions
         while True:
-            reply = await _reply_even_if_cut(ctx)
+            # a reply cut at rollout.max_tokens is still parsed (feedback when invalid), not the episode's end
+            reply = (await ctx.generate(continue_if_cut=True)).text
             try:
                 action = parse_action(reply, session.screen_size)
                 if action.kind == "done":
@@ -169,12 +170,6 @@ async def _open(task: str, episode_time_s: float) -> MiniWoBSession:
 def _close_when_started(future: asyncio.Future[MiniWoBSession]) -> None:
     if not future.cancelled() and future.exception() is None:
         future.result().close()
-
-
-async def _reply_even_if_cut(ctx: AgentContext) -> str:
-    """A reply cut at `rollout.max_tokens` is still parsed (and answered when invalid), so that a long-winded
-    model is told the valid form instead of losing the episode."""
-    return (await ctx.generate(continue_if_cut=True)).text
 
 
 __all__ = ["GUIAgentLoop", "Screen"]

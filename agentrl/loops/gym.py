@@ -60,7 +60,9 @@ class GymAgentLoop(AgentLoopBase):
             first = await asyncio.to_thread(episode.reset, seed)
             ctx.start([*sample.prompt, Message(role="user", content=first)])
             while True:
-                outcome = await asyncio.to_thread(episode.act, await _reply_even_if_cut(ctx))
+                # a reply cut at rollout.max_tokens is still played (feedback when invalid), not the episode's end
+                turn = await ctx.generate(continue_if_cut=True)
+                outcome = await asyncio.to_thread(episode.act, turn.text)
                 if outcome.terminated:
                     ctx.trajectory.stop_reason = StopReason.DONE
                     return ctx.trajectory
@@ -95,9 +97,3 @@ def _record(traj: Trajectory, episode: GymEpisode, seed: int | None) -> None:
         "success": episode.success,
         "final_message": episode.last_text,
     }
-
-
-async def _reply_even_if_cut(ctx: AgentContext) -> str:
-    """A reply cut at `rollout.max_tokens` is still parsed (and answered when invalid), so that a long-winded
-    model is told the valid form instead of losing the episode."""
-    return (await ctx.generate(continue_if_cut=True)).text

@@ -86,14 +86,13 @@ def host_debian_mirror(suite: str = SUITE) -> str:
 
 
 def _client():  # -> docker.DockerClient
-    import docker
+    from agentrl.sandbox.base import SandboxError
+    from agentrl.sandbox.containers import docker_client
 
     try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as e:
-        raise ImageBuildError(f"no Docker engine answers ({e}): run scripts/setup.sh or start dockerd") from e
-    return client
+        return docker_client()
+    except SandboxError as e:
+        raise ImageBuildError(f"cannot reach Docker to build or find images: {e}; scripts/setup.sh starts it") from e
 
 
 def image_exists(tag: str) -> bool:
