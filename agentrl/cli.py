@@ -1,7 +1,8 @@
 """The `agentrl` command line: train | rollout | eval | serve | sandbox | model | config | view.
 
-User mistakes (bad config, missing files, unknown names) print one clear message and exit with status 2;
-tracebacks are for bugs only (set AGENTRL_DEBUG=1 to see them for user errors too).
+User mistakes (`agentrl.errors.UserError`: bad config, missing files, unknown names) print one clear message and
+exit with status 2 (set AGENTRL_DEBUG=1 to see the traceback too). Infrastructure failures (`InfrastructureError`:
+a server, sandbox or weight sync that broke) and bugs keep their traceback and exit with status 1.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Callable
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import InfrastructureError, UserError
 
 EXIT_USAGE = 2
+EXIT_FAILURE = 1
 
 OVERRIDES_HELP = "recipe=NAME and dotted key=value overrides, e.g. trainer.steps=20 rollout.n=4"
 
@@ -149,11 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except AgentRLError as exc:
+    except UserError as exc:
         if os.environ.get("AGENTRL_DEBUG"):
             raise
         print(f"agentrl {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except InfrastructureError as exc:
+        traceback.print_exc()
+        print(f"agentrl {args.command}: infrastructure failure: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Sample
 
 
-class DatasetError(AgentRLError):
+class DatasetError(UserError):
     """A dataset file or row is unusable; the message names the file, row and field."""
 
 

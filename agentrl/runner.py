@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.rollout.serve import rollout_servers
@@ -43,7 +43,7 @@ def rollout_samples(cfg: AgentRLConfig) -> list[Sample]:
     if samples:
         return samples
     if not cfg.data.train_files and not cfg.env.enabled:
-        raise AgentRLError(
+        raise UserError(
             "no data to roll out: set data.eval_files or data.train_files (JSONL or Parquet), or an environment "
             "(env.id=FrozenLake-v1)"
         )

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from agentrl.config.schema import AgentRLConfig, LoggingConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class TensorBoardSink:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as exc:  # torch raises ImportError naming tensorboard when it is missing
-            raise AgentRLError(
+            raise UserError(
                 "TensorBoard logging needs the `tensorboard` package: `pip install tensorboard`, "
                 "or set logging.tensorboard=false"
             ) from exc
@@ -207,7 +207,7 @@ def _import_optional(module: str, setting: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise AgentRLError(
+        raise UserError(
             f"{setting} is set but the `{module}` package is not installed: `pip install {module}`, or unset {setting}"
         ) from exc
 

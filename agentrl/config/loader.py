@@ -12,10 +12,10 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from agentrl.config.schema import AgentRLConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 
-class ConfigError(AgentRLError):
+class ConfigError(UserError):
     """The configuration is invalid; `problems` lists every problem found."""
 
     def __init__(self, problems: list[str]):

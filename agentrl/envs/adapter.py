@@ -25,7 +25,7 @@ import gymnasium as gym
 from agentrl.envs.imports import import_object
 from agentrl.envs.observations import format_observation, strip_ansi
 from agentrl.envs.spaces import ActionCodec, InvalidAction, codec_for
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 
 class EnvAdapter:
@@ -103,7 +103,7 @@ def adapter_class(env: gym.Env[Any, Any], path: str | None = None) -> type[EnvAd
     class, else `EnvAdapter`.
 
     Raises:
-        AgentRLError: `path` cannot be imported or is not an `EnvAdapter` subclass.
+        UserError: `path` cannot be imported or is not an `EnvAdapter` subclass.
     """
     if path is None:
         names = [env.spec.name] if env.spec is not None else []
@@ -113,7 +113,7 @@ def adapter_class(env: gym.Env[Any, Any], path: str | None = None) -> type[EnvAd
             return EnvAdapter
     cls = import_object(path, "env.adapter")
     if not (isinstance(cls, type) and issubclass(cls, EnvAdapter)):
-        raise AgentRLError(
+        raise UserError(
             f"env.adapter={path} is not an EnvAdapter subclass; subclass agentrl.envs.EnvAdapter and override "
             "the methods you need"
         )

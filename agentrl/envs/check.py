@@ -16,12 +16,12 @@ from agentrl.config.schema import EnvConfig
 from agentrl.envs.adapter import EnvAdapter, adapter_class, env_label
 from agentrl.envs.factory import make_env
 from agentrl.envs.spaces import InvalidAction
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 NOT_AN_ACTION = "%% this reply names no action %%"
 
 
-class EnvCheckError(AgentRLError):
+class EnvCheckError(UserError):
     """`check_env` found problems; `problems` lists each, with its fix."""
 
     def __init__(self, env: str, problems: list[str]):

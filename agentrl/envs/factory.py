@@ -10,7 +10,7 @@ from gymnasium.wrappers import TimeLimit
 
 from agentrl.config.schema import EnvConfig
 from agentrl.envs.imports import import_object
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 
 def make_env(cfg: EnvConfig, kwargs: dict[str, Any] | None = None) -> gym.Env[Any, Any]:
@@ -21,14 +21,14 @@ def make_env(cfg: EnvConfig, kwargs: dict[str, Any] | None = None) -> gym.Env[An
         kwargs: extra arguments merged over `cfg.kwargs` (e.g. a dataset row's own map).
 
     Raises:
-        AgentRLError: no env configured, an unknown id, or an entry point that does not build a `gymnasium.Env`.
+        UserError: no env configured, an unknown id, or an entry point that does not build a `gymnasium.Env`.
     """
     merged = {**cfg.kwargs, **(kwargs or {})}
     if cfg.id:
         return _make_registered(cfg, merged)
     if cfg.entry_point:
         return _make_from_entry_point(cfg, merged)
-    raise AgentRLError("no environment configured: set env.id (e.g. FrozenLake-v1) or env.entry_point=pkg.mod:MyEnv")
+    raise UserError("no environment configured: set env.id (e.g. FrozenLake-v1) or env.entry_point=pkg.mod:MyEnv")
 
 
 def env_name(cfg: EnvConfig) -> str:
@@ -48,7 +48,7 @@ def _make_registered(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any
     try:
         spec = gym.spec(env_id)
     except gym.error.Error as exc:
-        raise AgentRLError(
+        raise UserError(
             f"env.id={cfg.id!r} is not a registered gymnasium env ({exc}); check the id, import the package "
             "that registers it with env.id=package:EnvId-v0, or set env.entry_point=pkg.mod:MyEnv instead"
         ) from None
@@ -57,22 +57,22 @@ def _make_registered(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any
     try:
         return gym.make(spec, max_episode_steps=cfg.max_steps, render_mode=render_mode, **kwargs)
     except TypeError as exc:
-        raise AgentRLError(f"gymnasium.make({cfg.id!r}) rejected env.kwargs {kwargs}: {exc}") from None
+        raise UserError(f"gymnasium.make({cfg.id!r}) rejected env.kwargs {kwargs}: {exc}") from None
 
 
 def _make_from_entry_point(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
     assert cfg.entry_point is not None
     factory = import_object(cfg.entry_point, "env.entry_point")
     if not callable(factory):
-        raise AgentRLError(f"env.entry_point={cfg.entry_point} is not a class or function returning a gymnasium.Env")
+        raise UserError(f"env.entry_point={cfg.entry_point} is not a class or function returning a gymnasium.Env")
     render_mode = _render_mode(cfg, getattr(factory, "metadata", {}))
     extra = {"render_mode": render_mode} if render_mode is not None else {}
     try:
         env = factory(**kwargs, **extra)
     except TypeError as exc:
-        raise AgentRLError(f"env.entry_point={cfg.entry_point} rejected env.kwargs {kwargs}: {exc}") from None
+        raise UserError(f"env.entry_point={cfg.entry_point} rejected env.kwargs {kwargs}: {exc}") from None
     if not isinstance(env, gym.Env):
-        raise AgentRLError(
+        raise UserError(
             f"env.entry_point={cfg.entry_point} returned a {type(env).__name__}, not a gymnasium.Env; subclass "
             "gymnasium.Env (reset, step, observation_space, action_space)"
         )
@@ -86,7 +86,7 @@ def _render_mode(cfg: EnvConfig, metadata: Any) -> str | None:
     if "ansi" in modes:
         return "ansi"
     if cfg.render_mode == "ansi":
-        raise AgentRLError(
+        raise UserError(
             f"env.render_mode=ansi, but {env_name(cfg)} renders only {modes or 'nothing'} (metadata['render_modes']); "
             "use env.render_mode=auto or none"
         )

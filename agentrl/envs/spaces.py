@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 from gymnasium import spaces
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan", re.IGNORECASE)
 
@@ -48,12 +48,12 @@ class DiscreteCodec:
         self.start = int(space.start)
         self.n = int(space.n)
         if names is not None and len(names) != self.n:
-            raise AgentRLError(
+            raise UserError(
                 f"{len(names)} action names given for a Discrete({self.n}) space; give exactly one name per action"
             )
         self.names = [str(n) for n in names] if names is not None else None
         if self.names is not None and len({n.lower() for n in self.names}) != self.n:
-            raise AgentRLError(f"action names {self.names} repeat (case-insensitively); give distinct names")
+            raise UserError(f"action names {self.names} repeat (case-insensitively); give distinct names")
 
     def describe(self) -> str:
         if self.names:
@@ -170,19 +170,19 @@ def codec_for(space: spaces.Space[Any], names: Sequence[str] | None = None) -> A
     """The built-in codec of an action space (`names` label the actions of a `Discrete` space).
 
     Raises:
-        AgentRLError: the space type has no built-in codec (the message says how to write an adapter).
+        UserError: the space type has no built-in codec (the message says how to write an adapter).
     """
     if isinstance(space, spaces.Discrete):
         return DiscreteCodec(space, names)
     if names is not None:
-        raise AgentRLError(f"action names are only supported for Discrete action spaces, not {space}")
+        raise UserError(f"action names are only supported for Discrete action spaces, not {space}")
     if isinstance(space, spaces.Text):
         return TextCodec(space)
     if isinstance(space, spaces.MultiDiscrete | spaces.MultiBinary):
         return IntVectorCodec(space)
     if isinstance(space, spaces.Box):
         return BoxCodec(space)
-    raise AgentRLError(
+    raise UserError(
         f"no built-in text codec for action space {space}; write an EnvAdapter subclass that overrides "
         "parse_action/action_text and name it with env.adapter=pkg.module:MyAdapter"
     )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import InfrastructureError, UserError
 from agentrl.gui.actions import GUIAction
 from agentrl.gui.elements import Element, extract_elements
 
@@ -35,7 +35,7 @@ _LIVE: weakref.WeakSet[MiniWoBSession] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 
 
-class BrowserError(AgentRLError):
+class BrowserError(InfrastructureError):
     """The browser could not be started or stopped responding."""
 
 
@@ -192,7 +192,7 @@ def _make_env(task: str) -> Any:
     html = Path(miniwob.__file__).parent / "html" / "miniwob"
     if not (html / f"{task}.html").is_file():
         known = sorted(p.stem for p in html.glob("*.html"))
-        raise AgentRLError(f"unknown MiniWoB task {task!r}; tasks include: {', '.join(known[:40])}, ...")
+        raise UserError(f"unknown MiniWoB task {task!r}; tasks include: {', '.join(known[:40])}, ...")
     chrome, driver = browser_paths()
 
     class Instance(SeleniumInstance):  # type: ignore[misc]

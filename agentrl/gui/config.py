@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 
 class GUIConfig(BaseModel):
@@ -36,11 +36,11 @@ def gui_config(kwargs: dict[str, Any]) -> GUIConfig:
     """Validate the loop's kwargs.
 
     Raises:
-        AgentRLError: an unknown option or a bad value, all problems listed.
+        UserError: an unknown option or a bad value, all problems listed.
     """
     try:
         return GUIConfig.model_validate(kwargs)
     except ValidationError as exc:
         problems = "; ".join(f"agent.kwargs.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         known = ", ".join(GUIConfig.model_fields)
-        raise AgentRLError(f"bad gui_agent options: {problems} (options: {known})") from None
+        raise UserError(f"bad gui_agent options: {problems} (options: {known})") from None

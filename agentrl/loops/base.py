@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from agentrl.config.schema import AgentConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.loops.context import AgentContext
 from agentrl.types import Sample, Trajectory
 
@@ -74,19 +74,19 @@ def get_loop_class(name: str) -> type[AgentLoopBase]:
     """Resolve a registered loop name or a dotted path (`pkg.mod:Class` or `pkg.mod.Class`).
 
     Raises:
-        AgentRLError: unknown name (the message lists the known ones) or a path that is not a loop class.
+        UserError: unknown name (the message lists the known ones) or a path that is not a loop class.
     """
     target = _REGISTRY.get(name, name)
     if isinstance(target, type):
         return target
     if ":" not in target and "." not in target:
-        raise AgentRLError(
+        raise UserError(
             f"unknown agent loop {name!r}; known loops: {', '.join(known_loops())}, or give a dotted path "
             "such as mypkg.loops:MyLoop"
         )
     cls = _import(target)
     if not (isinstance(cls, type) and issubclass(cls, AgentLoopBase)):
-        raise AgentRLError(f"{target} is not an AgentLoopBase subclass")
+        raise UserError(f"{target} is not an AgentLoopBase subclass")
     return cls
 
 
@@ -96,6 +96,4 @@ def _import(path: str) -> Any:
         module = importlib.import_module(module_name)
         return getattr(module, attr)
     except (ImportError, AttributeError) as exc:
-        raise AgentRLError(
-            f"cannot import agent loop {path!r} ({exc}); known loops: {', '.join(known_loops())}"
-        ) from None
+        raise UserError(f"cannot import agent loop {path!r} ({exc}); known loops: {', '.join(known_loops())}") from None

@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.gui.actions import InvalidAction, parse_action
 from agentrl.gui.browser import MiniWoBSession, Screen
 from agentrl.gui.config import GUIConfig, gui_config
@@ -50,7 +50,7 @@ class GUIAgentLoop(AgentLoopBase):
         task = self._task(sample, cfg)
         seed = sample.extra_info.get("seed")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise AgentRLError(f"row {sample.id or '?'}: extra_info.seed must be a whole number, not {seed!r}")
+            raise UserError(f"row {sample.id or '?'}: extra_info.seed must be a whole number, not {seed!r}")
         episode = GUIEpisode(task, seed, self._modality(cfg, ctx.tokenizer), cfg.screenshots, self._shot_dir(cfg))
         ctx.trajectory.metadata["gui"] = {"task": task, "seed": seed, "modality": episode.modality}
         async with _browser_slot(cfg.max_browsers):
@@ -115,7 +115,7 @@ class GUIAgentLoop(AgentLoopBase):
         if not task and env_id.startswith("miniwob/"):
             task = env_id.removeprefix("miniwob/").removesuffix("-v1")
         if not task:
-            raise AgentRLError(
+            raise UserError(
                 f"row {sample.id or '?'} names no MiniWoB task: give extra_info.task (e.g. click-test), "
                 "agent.kwargs.task, or env.id=miniwob/click-test-v1"
             )
@@ -141,7 +141,7 @@ class GUIAgentLoop(AgentLoopBase):
         out = getattr(self.run_config, "output_dir", None)
         folder = cfg.screenshot_dir or (str(Path(out) / "screenshots") if out else None)
         if folder is None:
-            raise AgentRLError(
+            raise UserError(
                 "agent.kwargs.screenshots=files needs a folder: set agent.kwargs.screenshot_dir or output_dir, "
                 "or use screenshots=inline"
             )

@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from agentrl.config.schema import AgentConfig, EnvConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.loops.base import AgentLoopBase, register_loop
 from agentrl.loops.context import AgentContext, StopLoop
 from agentrl.types import Message, Sample, StopReason, Trajectory
@@ -44,7 +44,7 @@ class GymAgentLoop(AgentLoopBase):
     def _env(self) -> EnvConfig:
         cfg = self.env_config or getattr(self.run_config, "env", None)
         if not isinstance(cfg, EnvConfig) or not cfg.enabled:
-            raise AgentRLError(
+            raise UserError(
                 "the gym loop needs an environment: set env.id (e.g. env.id=FrozenLake-v1) or "
                 "env.entry_point=pkg.module:MyEnv, or pass GymAgentLoop(env=EnvConfig(...))"
             )
@@ -80,7 +80,7 @@ def _seed(sample: Sample) -> int | None:
     seed = sample.extra_info.get("seed")
     if seed is None or (isinstance(seed, int) and not isinstance(seed, bool)):
         return seed
-    raise AgentRLError(f"row {sample.id or '?'}: extra_info.seed must be a whole number, not {seed!r}")
+    raise UserError(f"row {sample.id or '?'}: extra_info.seed must be a whole number, not {seed!r}")
 
 
 def _record(traj: Trajectory, episode: GymEpisode, seed: int | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.reports import write_report
 
 
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         print(write_report(Path(args[0])))
-    except AgentRLError as exc:
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.reports.plots import TIME_PHASES, Plot, draw_all
 from agentrl.reports.series import RunSeries, collect
 
@@ -28,14 +28,14 @@ def write_report(run_dir: Path) -> Path:
     series are all missing is left out. Callable on any run directory, finished or not, as often as wanted.
 
     Raises:
-        AgentRLError: the directory has neither `metrics.jsonl` nor trajectories.
+        UserError: the directory has neither `metrics.jsonl` nor trajectories.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise AgentRLError(f"{run_dir} is not a directory; pass a run directory")
+        raise UserError(f"{run_dir} is not a directory; pass a run directory")
     run = collect(run_dir)
     if not run.series and not run.stop_reasons:
-        raise AgentRLError(f"nothing to report in {run_dir}: it has no metrics.jsonl and no trajectories")
+        raise UserError(f"nothing to report in {run_dir}: it has no metrics.jsonl and no trajectories")
     plots = draw_all(run, run_dir / "report")
     path = run_dir / "report.md"
     path.write_text(render_markdown(run, plots, run_dir), encoding="utf-8")

@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Message, Sample, Trajectory
 
 
@@ -118,7 +118,7 @@ def as_result(value: Any, where: str) -> RewardResult:
     if isinstance(value, dict) and "score" in value:
         details = {k: v for k, v in value.items() if k != "score"}
         return RewardResult(float(value["score"]), details)
-    raise AgentRLError(
+    raise UserError(
         f"reward component {where} returned {type(value).__name__}; return a RewardResult, a number or a dict "
         "with a 'score' key"
     )

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import AgentRLError, UserError
 from agentrl.rewards.base import RewardComponent
 from agentrl.rewards.registry import build_component, resolve_type
 
@@ -95,7 +95,7 @@ def parse_spec(entry: dict[str, Any], index: int, default_policy: Policy) -> Com
     """
     where = f"reward.components[{index}]"
     if not isinstance(entry, dict):
-        raise AgentRLError(f"{where} must be a mapping with at least `type`, got {entry!r}")
+        raise UserError(f"{where} must be a mapping with at least `type`, got {entry!r}")
     entry = dict(entry)
     kind = entry.get("type")
     options = {k: entry.pop(k) for k in PIPELINE_KEYS if k in entry}
@@ -131,7 +131,7 @@ def _accepts(kind: Any, param: str) -> bool:
 
 def _policy(value: Any, where: str) -> Policy:
     if value not in ("zero", "skip"):
-        raise AgentRLError(f"{where}: on_failure must be 'zero' or 'skip', got {value!r}")
+        raise UserError(f"{where}: on_failure must be 'zero' or 'skip', got {value!r}")
     return value
 
 
@@ -139,10 +139,10 @@ def _gate(value: Any, where: str) -> Gate | None:
     if value is None:
         return None
     if not isinstance(value, dict) or not value.get("component"):
-        raise AgentRLError(f"{where}: gate must be a mapping like {{component: tests, min: 1.0}}, got {value!r}")
+        raise UserError(f"{where}: gate must be a mapping like {{component: tests, min: 1.0}}, got {value!r}")
     unknown = set(value) - {"component", "min", "max", "otherwise"}
     if unknown:
-        raise AgentRLError(f"{where}: unknown gate keys {sorted(unknown)}; known: component, min, max, otherwise")
+        raise UserError(f"{where}: unknown gate keys {sorted(unknown)}; known: component, min, max, otherwise")
     lo = value.get("min", 1.0 if "max" not in value else None)
     hi = value.get("max")
     return Gate(
@@ -161,6 +161,6 @@ def _normalize(value: Any, where: str) -> Normalize | None:
     if isinstance(value, dict) and "min" in value and "max" in value:
         lo, hi = float(value["min"]), float(value["max"])
         if hi <= lo:
-            raise AgentRLError(f"{where}: normalize needs max > min, got {value!r}")
+            raise UserError(f"{where}: normalize needs max > min, got {value!r}")
         return Normalize("linear", lo, hi, bool(value.get("clip", True)))
-    raise AgentRLError(f"{where}: normalize must be 'sigmoid' or {{min: a, max: b}}, got {value!r}")
+    raise UserError(f"{where}: normalize must be 'sigmoid' or {{min: a, max: b}}, got {value!r}")

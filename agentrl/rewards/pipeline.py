@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.config.schema import RewardConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.rewards.aio import LoopSemaphore, run_sync
 from agentrl.rewards.base import RewardError, RewardInput, RewardResult, final_answer
 from agentrl.rewards.hybrid import ComponentSpec, Policy, parse_spec
@@ -90,7 +90,7 @@ class RewardPipeline:
         `sandboxes[i]`, when given, is the still-open sandbox of `trajectories[i]` (for `command` rewards).
         """
         if len(samples) != len(trajectories) or (sandboxes is not None and len(sandboxes) != len(trajectories)):
-            raise AgentRLError("ascore_batch needs one sample (and sandbox, when given) per trajectory")
+            raise UserError("ascore_batch needs one sample (and sandbox, when given) per trajectory")
         if not self.components:
             return [self._keep_loop_reward(t) for t in trajectories]
         boxes = list(sandboxes) if sandboxes is not None else [None] * len(trajectories)
@@ -216,7 +216,7 @@ def _stages(specs: list[ComponentSpec]) -> list[list[ComponentSpec]]:
     by_name: dict[str, ComponentSpec] = {}
     for spec in specs:
         if spec.name in by_name:
-            raise AgentRLError(f"reward component name {spec.name!r} is used twice; give each a distinct `name`")
+            raise UserError(f"reward component name {spec.name!r} is used twice; give each a distinct `name`")
         by_name[spec.name] = spec
     depth: dict[str, int] = {}
 
@@ -227,12 +227,12 @@ def _stages(specs: list[ComponentSpec]) -> list[list[ComponentSpec]]:
             depth[spec.name] = 0
             return 0
         if spec.gate.component not in by_name:
-            raise AgentRLError(
+            raise UserError(
                 f"reward component {spec.name!r} is gated on {spec.gate.component!r}, which is not a component; "
                 f"known: {', '.join(by_name)}"
             )
         if spec.gate.component in seen:
-            raise AgentRLError(f"reward gates form a cycle: {' -> '.join((*seen, spec.gate.component))}")
+            raise UserError(f"reward gates form a cycle: {' -> '.join((*seen, spec.gate.component))}")
         depth[spec.name] = level(by_name[spec.gate.component], (*seen, spec.name)) + 1
         return depth[spec.name]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.rewards.base import RewardComponent
 from agentrl.rewards.functions import ComputeScoreComponent, FunctionComponent, is_compute_score
 from agentrl.rewards.rule import RULES
@@ -57,7 +57,7 @@ def load_object(path: str) -> Any:
     """Import `pkg.module:attr`, `pkg.module.attr` or `path/to/file.py:attr`.
 
     Raises:
-        AgentRLError: the module, file or attribute does not exist.
+        UserError: the module, file or attribute does not exist.
     """
     target, sep, attr = path.rpartition(":")
     if not sep:
@@ -66,7 +66,7 @@ def load_object(path: str) -> Any:
         module = _load_file(Path(target)) if target.endswith(".py") else importlib.import_module(target)
         return getattr(module, attr)
     except (ImportError, AttributeError, FileNotFoundError, ValueError) as exc:
-        raise AgentRLError(f"cannot import reward {path!r}: {exc}") from None
+        raise UserError(f"cannot import reward {path!r}: {exc}") from None
 
 
 def _load_file(path: Path) -> Any:
@@ -86,7 +86,7 @@ def _load_file(path: Path) -> Any:
 def resolve_type(kind: Any, where: str) -> Any:
     """The object a `type` names (see the module docstring)."""
     if not isinstance(kind, str) or not kind:
-        raise AgentRLError(f"{where}.type is {kind!r}; {_known()}")
+        raise UserError(f"{where}.type is {kind!r}; {_known()}")
     if kind in RULES:
         return RULES[kind]
     entry = COMPONENTS.get(kind)
@@ -98,7 +98,7 @@ def resolve_type(kind: Any, where: str) -> Any:
         return entry
     if "." in kind or ":" in kind:
         return load_object(kind)
-    raise AgentRLError(f"{where}.type is {kind!r}; {_known()}")
+    raise UserError(f"{where}.type is {kind!r}; {_known()}")
 
 
 def build_component(kind: Any, kwargs: dict[str, Any], where: str, thread: bool | None = None) -> RewardComponent:
@@ -109,13 +109,13 @@ def build_component(kind: Any, kwargs: dict[str, Any], where: str, thread: bool 
         if obj == "compute_score":
             function = kwargs.pop("function", None)
             if not function:
-                raise AgentRLError(f"{where}: type compute_score needs `function: pkg.module:compute_score`")
+                raise UserError(f"{where}: type compute_score needs `function: pkg.module:compute_score`")
             return ComputeScoreComponent(load_object(function), kwargs, thread=bool(thread))
         if isinstance(obj, type) and issubclass(obj, RewardComponent):
             return obj(**kwargs)
         if isinstance(obj, RewardComponent):
             if kwargs:
-                raise AgentRLError(f"{where}: {kind} is a component instance and takes no options {sorted(kwargs)}")
+                raise UserError(f"{where}: {kind} is a component instance and takes no options {sorted(kwargs)}")
             return obj
         if callable(obj):
             if is_compute_score(obj):
@@ -123,8 +123,8 @@ def build_component(kind: Any, kwargs: dict[str, Any], where: str, thread: bool 
             _check_kwargs(obj, kwargs, where)
             return FunctionComponent(obj, kwargs, thread=thread)
     except (TypeError, ValueError) as exc:
-        raise AgentRLError(f"{where} ({kind}): bad options: {exc}") from None
-    raise AgentRLError(f"{where}.type {kind!r} names {type(obj).__name__}, not a reward component or function")
+        raise UserError(f"{where} ({kind}): bad options: {exc}") from None
+    raise UserError(f"{where}.type {kind!r} names {type(obj).__name__}, not a reward component or function")
 
 
 def _check_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any], where: str) -> None:
@@ -132,7 +132,7 @@ def _check_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any], where: str) ->
     try:
         inspect.signature(fn).bind(None, **kwargs)
     except TypeError as exc:
-        raise AgentRLError(f"{where}: options {sorted(kwargs)} do not fit {fn.__name__}: {exc}") from None
+        raise UserError(f"{where}: options {sorted(kwargs)} do not fit {fn.__name__}: {exc}") from None
     except ValueError:
         pass
 

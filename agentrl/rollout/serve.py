@@ -15,7 +15,7 @@ from typing import Any
 
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 
 def start_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, host: str = "127.0.0.1") -> Any:
@@ -33,7 +33,7 @@ def start_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, h
         from agentrl.rollout.servers.sglang import SGLangServer
 
         return SGLangServer.launch(model_path, port=port, host=host)
-    raise AgentRLError(f"unknown rollout.backend {backend!r}; use hf, vllm or sglang")
+    raise UserError(f"unknown rollout.backend {backend!r}; use hf, vllm or sglang")
 
 
 @contextlib.asynccontextmanager

@@ -16,13 +16,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import InfrastructureError
 
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 """Bytes kept of each of stdout and stderr; the rest is dropped and marked."""
 
 
-class SandboxError(AgentRLError):
+class SandboxError(InfrastructureError):
     """The sandbox itself failed (not the command run in it): it cannot be used any more."""
 
 

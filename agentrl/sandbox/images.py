@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from agentrl.errors import UserError
+
 BASE_IMAGE = "agentrl/sandbox:base"
 SUITE = "bookworm"
 PACKAGES = ("bash", "coreutils", "python3", "git", "patch")
@@ -26,8 +28,8 @@ APT_SOURCE_GLOBS = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list", "
 DEB_CACHE = "/var/cache/agentrl/debootstrap"
 
 
-class ImageBuildError(RuntimeError):
-    """The image cannot be built; the message says what to do about it."""
+class ImageBuildError(UserError):
+    """The image is missing and cannot be built here; the message says what to do about it."""
 
 
 def _log(msg: str) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Message, Sample
 
 DEFAULT_REPO_DIR = "/testbed"
@@ -32,7 +32,7 @@ SWEBENCH_ENV_SETUP = "source /opt/miniconda3/bin/activate testbed"
 """SWE-bench's evaluation images keep the test environment in this conda env."""
 
 
-class TaskError(AgentRLError):
+class TaskError(UserError):
     """A SWE task row is unusable; the message names the row and the field."""
 
 

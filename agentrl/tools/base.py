@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Message
 
 
@@ -121,9 +121,9 @@ class Tool(ABC):
             try:
                 self.cfg = self.config_model.model_validate(self.config)
             except ValidationError as exc:
-                raise AgentRLError(f"invalid config of tool '{self.name}': {exc}") from exc
+                raise UserError(f"invalid config of tool '{self.name}': {exc}") from exc
         if not self.name:
-            raise AgentRLError(f"tool class {type(self).__name__} must set a `name`")
+            raise UserError(f"tool class {type(self).__name__} must set a `name`")
 
     async def create(self, ctx: ToolContext) -> None:  # noqa: B027 - optional hook
         """Prepare the tool for one trajectory; called before its first call there."""

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import AgentRLError, UserError
 from agentrl.tools.base import Tool
 
 ToolEntry = type[Tool] | Tool
@@ -61,7 +61,7 @@ def get_tool_class(name: str) -> ToolEntry:
     """The tool class (or function tool) registered as `name`, or found at the dotted path `name`.
 
     Raises:
-        AgentRLError: `name` is neither registered nor importable, with the known names.
+        UserError: `name` is neither registered nor importable, with the known names.
     """
     entry = _REGISTRY.get(name)
     if isinstance(entry, str):
@@ -70,7 +70,7 @@ def get_tool_class(name: str) -> ToolEntry:
         return entry
     if "." in name or ":" in name:
         return _import(name, name)
-    raise AgentRLError(_unknown_message(name))
+    raise UserError(_unknown_message(name))
 
 
 def _unknown_message(name: str) -> str:
@@ -87,13 +87,13 @@ def _unknown_message(name: str) -> str:
 def _import(path: str, name: str) -> ToolEntry:
     module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
     if not module_name or not attr:
-        raise AgentRLError(f"tool '{name}': '{path}' is not a dotted path like 'pkg.module:ClassName'")
+        raise UserError(f"tool '{name}': '{path}' is not a dotted path like 'pkg.module:ClassName'")
     try:
         entry = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise AgentRLError(f"tool '{name}': cannot import '{path}': {exc}") from exc
+        raise UserError(f"tool '{name}': cannot import '{path}': {exc}") from exc
     if not _is_tool_entry(entry):
-        raise AgentRLError(f"tool '{name}': '{path}' is {entry!r}, not a Tool subclass or a @tool function")
+        raise UserError(f"tool '{name}': '{path}' is {entry!r}, not a Tool subclass or a @tool function")
     return entry
 
 
@@ -111,7 +111,7 @@ def build_tools(specs: Iterable[dict[str, Any] | BaseModel]) -> list[Tool]:
         One tool per spec: classes are instantiated with their config; function tools are used as they are.
 
     Raises:
-        AgentRLError: listing every bad spec at once (unknown class, bad config, duplicate tool names).
+        UserError: listing every bad spec at once (unknown class, bad config, duplicate tool names).
     """
     tools: list[Tool] = []
     errors: list[str] = []
@@ -124,7 +124,7 @@ def build_tools(specs: Iterable[dict[str, Any] | BaseModel]) -> list[Tool]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     errors += [f"two tools are named '{n}'; tool names must be unique" for n in duplicates]
     if errors:
-        raise AgentRLError("invalid tools config:\n  " + "\n  ".join(errors))
+        raise UserError("invalid tools config:\n  " + "\n  ".join(errors))
     return tools
 
 
@@ -133,11 +133,11 @@ def _read_spec(spec: dict[str, Any] | BaseModel) -> tuple[str, dict[str, Any]]:
     cls = data.pop("class", None) or data.pop("class_", None)
     config = data.pop("config", None) or {}
     if data:
-        raise AgentRLError(f"unexpected keys {sorted(data)}; a tool spec has 'class' and 'config'")
+        raise UserError(f"unexpected keys {sorted(data)}; a tool spec has 'class' and 'config'")
     if not isinstance(cls, str) or not cls:
-        raise AgentRLError("missing 'class': the registered name or dotted path of the tool")
+        raise UserError("missing 'class': the registered name or dotted path of the tool")
     if not isinstance(config, dict):
-        raise AgentRLError(f"tool '{cls}': 'config' must be a mapping, got {config!r}")
+        raise UserError(f"tool '{cls}': 'config' must be a mapping, got {config!r}")
     return cls, config
 
 
@@ -145,11 +145,11 @@ def _build_one(cls: str, config: dict[str, Any]) -> Tool:
     entry = get_tool_class(cls)
     if isinstance(entry, Tool):
         if config:
-            raise AgentRLError(f"tool '{cls}' is a @tool function and takes no config; got {sorted(config)}")
+            raise UserError(f"tool '{cls}' is a @tool function and takes no config; got {sorted(config)}")
         return entry
     try:
         return entry(config)
     except AgentRLError:
         raise
     except Exception as exc:
-        raise AgentRLError(f"tool '{cls}' failed to build with config {config}: {exc}") from exc
+        raise UserError(f"tool '{cls}' failed to build with config {config}: {exc}") from exc

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from agentrl.tools.output import cap_output, to_text
 from agentrl.tools.validation import describe_parameters, validate_arguments
@@ -59,7 +59,7 @@ class ToolSet:
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         if len(self.tools) != len(tools):
             names = [t.name for t in tools]
-            raise AgentRLError(f"tool names must be unique within a trajectory, got {names}")
+            raise UserError(f"tool names must be unique within a trajectory, got {names}")
         self.trajectory_id = trajectory_id
         self.sandbox = sandbox
         self.timeout_s = timeout_s

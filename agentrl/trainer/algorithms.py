@@ -20,7 +20,7 @@ from typing import Protocol
 
 import torch
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Trajectory
 
 GroupIds = Sequence[Hashable] | torch.Tensor
@@ -57,12 +57,12 @@ def get_advantage(name: str) -> AdvantageEstimator:
     """The estimator registered under `name`.
 
     Raises:
-        AgentRLError: unknown name; the message lists the known ones.
+        UserError: unknown name; the message lists the known ones.
     """
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise AgentRLError(
+        raise UserError(
             f"unknown advantage estimator {name!r}; known estimators: {', '.join(known_advantages())}"
         ) from None
 
@@ -88,11 +88,11 @@ def rewards_and_groups(trajectories: Sequence[Trajectory]) -> tuple[torch.Tensor
     """Rewards [B] (float32) and group ids of scored trajectories, ready for an estimator.
 
     Raises:
-        AgentRLError: a trajectory has no reward (score the batch before computing advantages).
+        UserError: a trajectory has no reward (score the batch before computing advantages).
     """
     missing = [t.id for t in trajectories if t.reward is None]
     if missing:
-        raise AgentRLError(
+        raise UserError(
             f"{len(missing)} trajectories have no reward (first: {missing[0]}); run the reward pipeline "
             "before computing advantages, or drop unscored trajectories"
         )

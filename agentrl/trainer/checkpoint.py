@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.trainer.engine import PolicyEngine
 
 POLICY_DIR = "policy"
@@ -42,13 +42,13 @@ def load_engine(engine: PolicyEngine, folder: Path, rank: int = 0) -> None:
     """Restore what `save_engine` wrote (collective under FSDP).
 
     Raises:
-        AgentRLError: `folder` holds no engine checkpoint.
+        UserError: `folder` holds no engine checkpoint.
     """
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     if not (folder / POLICY_DIR).is_dir() or not (folder / ENGINE_FILE).is_file():
-        raise AgentRLError(
+        raise UserError(
             f"{folder} is not a trainer checkpoint (it needs {POLICY_DIR}/ and {ENGINE_FILE}); "
             "pass a folder written by TrainBackend.save"
         )

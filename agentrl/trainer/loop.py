@@ -19,7 +19,7 @@ from typing import Any
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
-from agentrl.errors import AgentRLError
+from agentrl.errors import InfrastructureError, UserError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, latest_checkpoint, save_checkpoint
@@ -41,9 +41,9 @@ def prepare_config(cfg: AgentRLConfig) -> AgentRLConfig:
     """Check the trainer settings that depend on each other; fill in the async-mode defaults."""
     t = cfg.trainer
     if t.resume and not cfg.output_dir:
-        raise AgentRLError("trainer.resume=true needs output_dir=DIR: the run directory to continue")
+        raise UserError("trainer.resume=true needs output_dir=DIR: the run directory to continue")
     if t.overlong_max_tokens is not None and not 0 < t.overlong_cache_tokens <= t.overlong_max_tokens:
-        raise AgentRLError(
+        raise UserError(
             f"trainer.overlong_cache_tokens must be in (0, overlong_max_tokens={t.overlong_max_tokens}], "
             f"got {t.overlong_cache_tokens}"
         )
@@ -215,7 +215,7 @@ async def _next_batch(queue: asyncio.Queue[CollectedBatch], producer: asyncio.Ta
         return getter.result()
     getter.cancel()
     producer.result()  # raises what stopped the producer
-    raise AgentRLError("rollout stopped before the last training step")
+    raise InfrastructureError("rollout stopped before the last training step")
 
 
 def eval_metrics(trajectories: list[Trajectory]) -> dict[str, float]:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 ADAPTER = "default"
 PEFT_PREFIX = "base_model.model."
@@ -26,14 +26,14 @@ def apply_lora(model: torch.nn.Module, rank: int, alpha: float, target_modules: 
     try:
         return get_peft_model(model, config)
     except ValueError as error:  # peft: "Target modules {...} not found in the base model"
-        raise AgentRLError(f"trainer.lora_target_modules={list(target_modules)}: {error}") from None
+        raise UserError(f"trainer.lora_target_modules={list(target_modules)}: {error}") from None
 
 
 def lora_scaling(model: torch.nn.Module) -> float:
     """α/r of a peft model's adapter (α/√r with rsLoRA)."""
     config = model.peft_config[ADAPTER]
     if config.rank_pattern or config.alpha_pattern:
-        raise AgentRLError("per-module LoRA ranks or alphas are not supported by merge_lora")
+        raise UserError("per-module LoRA ranks or alphas are not supported by merge_lora")
     return config.lora_alpha / (config.r**0.5 if config.use_rslora else config.r)
 
 
@@ -46,7 +46,7 @@ def merge_lora(state: Mapping[str, torch.Tensor], scaling: float) -> dict[str, t
     for key, value in state.items():
         if ".lora_" in key:
             if not key.rsplit(".lora_", 1)[1].startswith(("A.", "B.")):
-                raise AgentRLError(f"cannot merge LoRA tensor {key}: only linear-layer adapters are supported")
+                raise UserError(f"cannot merge LoRA tensor {key}: only linear-layer adapters are supported")
             continue
         name = key.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
         out[name] = value

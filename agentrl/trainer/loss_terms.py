@@ -7,7 +7,7 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 AggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 KLType = Literal["k1", "k2", "k3"]
@@ -54,7 +54,7 @@ def aggregate(
     elif mode == "seq-mean-token-sum-norm":
         per_seq = token_sums / (norm_constant if norm_constant is not None else mask.shape[-1])
     else:
-        raise AgentRLError(f"unknown loss_agg_mode {mode!r}; known: {', '.join(get_args(AggMode))}")
+        raise UserError(f"unknown loss_agg_mode {mode!r}; known: {', '.join(get_args(AggMode))}")
     n_seqs = num_seqs if num_seqs is not None else (counts > 0).sum().clamp(min=1)
     return per_seq.sum() / n_seqs
 
@@ -73,7 +73,7 @@ def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, kind: KLType) -> Tensor:
         return 0.5 * diff**2
     if kind == "k3":
         return torch.exp(-diff) + diff - 1.0
-    raise AgentRLError(f"unknown kl_type {kind!r}; known: {', '.join(get_args(KLType))}")
+    raise UserError(f"unknown kl_type {kind!r}; known: {', '.join(get_args(KLType))}")
 
 
 def tis_weights(old_logprobs: Tensor, rollout_logprobs: Tensor, cap: float) -> tuple[Tensor, Tensor]:

@@ -31,7 +31,7 @@ from typing import get_args
 import torch
 from torch import Tensor
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.trainer.loss_terms import (  # re-exported: part of this module's API
     LOG_RATIO_CLAMP,
     AggMode,
@@ -86,16 +86,16 @@ class PolicyLossConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.clip_low <= 1.0:
-            raise AgentRLError(f"clip_low must be in [0, 1], got {self.clip_low}")
+            raise UserError(f"clip_low must be in [0, 1], got {self.clip_low}")
         _check_bounds(0.0, clip_high=self.clip_high, seq_clip_low=self.seq_clip_low, kl_coef=self.kl_coef)
         _check_bounds(0.0, seq_clip_high=self.seq_clip_high)
         _check_bounds(0.0, strict=True, tau_pos=self.tau_pos, tau_neg=self.tau_neg, tis_cap=self.tis_cap)
         _check_bounds(0.0, strict=True, norm_constant=self.norm_constant)
         _check_bounds(1.0, strict=True, dual_clip_c=self.dual_clip_c)
         if self.loss_agg_mode is not None and self.loss_agg_mode not in get_args(AggMode):
-            raise AgentRLError(f"unknown loss_agg_mode {self.loss_agg_mode!r}; known: {', '.join(get_args(AggMode))}")
+            raise UserError(f"unknown loss_agg_mode {self.loss_agg_mode!r}; known: {', '.join(get_args(AggMode))}")
         if self.kl_type not in get_args(KLType):
-            raise AgentRLError(f"unknown kl_type {self.kl_type!r}; known: {', '.join(get_args(KLType))}")
+            raise UserError(f"unknown kl_type {self.kl_type!r}; known: {', '.join(get_args(KLType))}")
 
     @property
     def eps_high(self) -> float:
@@ -104,10 +104,10 @@ class PolicyLossConfig:
 
 
 def _check_bounds(low: float, *, strict: bool = False, **values: float | None) -> None:
-    """Raise AgentRLError unless each value (None: unset, skipped) is >= low (> low when strict)."""
+    """Raise UserError unless each value (None: unset, skipped) is >= low (> low when strict)."""
     for key, value in values.items():
         if value is not None and (value <= low if strict else value < low):
-            raise AgentRLError(f"{key} must be {'>' if strict else '>='} {low}, got {value}")
+            raise UserError(f"{key} must be {'>' if strict else '>='} {low}, got {value}")
 
 
 # --------------------------------------------------------------------------------------------- registry
@@ -158,7 +158,7 @@ class PolicyLoss:
             metrics["rollout_logprob_abs_diff"] = masked_mean((old - rollout).abs(), mask)
             pg_mat = _apply_tis(pg_mat, old, rollout, mask, cfg, metrics)
         elif cfg.tis_cap is not None:
-            raise AgentRLError("tis_cap is set but no rollout_logprobs were passed; pass them or unset tis_cap")
+            raise UserError("tis_cap is set but no rollout_logprobs were passed; pass them or unset tis_cap")
         mode = cfg.loss_agg_mode or self.default_agg
         agg_kw = {"norm_constant": cfg.norm_constant, "num_tokens": num_tokens, "num_seqs": num_seqs}
         pg_loss = aggregate(pg_mat, mask, mode, **agg_kw)
@@ -196,7 +196,7 @@ def _kl_term(
     """β · aggregate(k(log π_θ, log π_ref)); the KL is logged whenever a reference is given."""
     if ref_logprobs is None:
         if cfg.kl_coef > 0:
-            raise AgentRLError("kl_coef > 0 needs ref_logprobs (log-probs of the frozen reference policy)")
+            raise UserError("kl_coef > 0 needs ref_logprobs (log-probs of the frozen reference policy)")
         return torch.zeros((), dtype=logp.dtype, device=logp.device)
     ref = ref_logprobs.detach().masked_fill(~mask, 0.0)
     kl = aggregate(kl_penalty(logp, ref, cfg.kl_type), mask, mode, **agg_kw)
@@ -235,12 +235,12 @@ def get_loss(name: str) -> PolicyLoss:
     """The policy loss registered under `name`.
 
     Raises:
-        AgentRLError: unknown name; the message lists the known ones.
+        UserError: unknown name; the message lists the known ones.
     """
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise AgentRLError(f"unknown policy loss {name!r}; known losses: {', '.join(known_losses())}") from None
+        raise UserError(f"unknown policy loss {name!r}; known losses: {', '.join(known_losses())}") from None
 
 
 # --------------------------------------------------------------------------------------------- surrogates

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Trajectory
 
 
@@ -32,12 +32,12 @@ def has_reward_variance(group: Sequence[Trajectory]) -> bool:
     """True when the group's rewards are not all equal (0 < std); a group of one never has variance.
 
     Raises:
-        AgentRLError: a member has no reward.
+        UserError: a member has no reward.
     """
     rewards = []
     for traj in group:
         if traj.reward is None:
-            raise AgentRLError(f"trajectory {traj.id} has no reward; score groups before dynamic sampling")
+            raise UserError(f"trajectory {traj.id} has no reward; score groups before dynamic sampling")
         rewards.append(traj.reward)
     return max(rewards) != min(rewards)
 
@@ -105,7 +105,7 @@ class DynamicSamplingBuffer:
 
 def _check_lengths(max_length: int, cache_length: int) -> None:
     if not 0 < cache_length <= max_length:
-        raise AgentRLError(f"overlong cache_length must be in (0, max_length={max_length}], got {cache_length}")
+        raise UserError(f"overlong cache_length must be in (0, max_length={max_length}], got {cache_length}")
 
 
 def overlong_penalty(length: int, max_length: int, cache_length: int) -> float:

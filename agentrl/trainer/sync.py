@@ -18,10 +18,10 @@ import httpx
 import torch
 from safetensors.torch import save_file
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import InfrastructureError
 
 
-class WeightSyncError(AgentRLError):
+class WeightSyncError(InfrastructureError):
     """A rollout server refused or failed a weight update."""
 
 

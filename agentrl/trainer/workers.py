@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from agentrl.config.schema import AgentRLConfig, RayConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import InfrastructureError
 from agentrl.types import Trajectory
 
 SETUP_TIMEOUT_S = 900.0
@@ -25,7 +25,7 @@ PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_HOME", "AGENTRL_MODEL_CACHE", "OMP_WAIT_POLICY", "LITELLM_LOCAL_MODEL_COST_MAP")
 
 
-class TrainBackendError(AgentRLError):
+class TrainBackendError(InfrastructureError):
     """A trainer rank (Ray actor) failed or could not be placed; the backend is unusable afterwards."""
 
 

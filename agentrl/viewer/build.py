@@ -26,7 +26,7 @@ def build_viewer(run_dir: Path, out: Path | None = None, *, tokenizer: Tokenizer
             (tokens shown as ids).
 
     Raises:
-        AgentRLError: nothing readable at `run_dir`, or an explicitly named tokenizer cannot be loaded.
+        UserError: nothing readable at `run_dir`, or an explicitly named tokenizer cannot be loaded.
     """
     run_dir = Path(run_dir)
     runs = load_runs(run_dir)

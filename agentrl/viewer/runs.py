@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.types import Trajectory
 
 _STEP_FILE = re.compile(r"^step_(\d+)$")
@@ -68,14 +68,14 @@ def load_runs(path: Path) -> list[RunData]:
     """Read the run at `path` (a run directory, a trajectory file, or a folder of runs).
 
     Raises:
-        AgentRLError: nothing readable is at `path`; the message lists the layouts looked for.
+        UserError: nothing readable is at `path`; the message lists the layouts looked for.
     """
     path = Path(path)
     if not path.exists():
-        raise AgentRLError(f"{path} does not exist; pass a run directory or a trajectories .jsonl(.gz) file")
+        raise UserError(f"{path} does not exist; pass a run directory or a trajectories .jsonl(.gz) file")
     if path.is_file():
         if not path.name.endswith(_TRAJECTORY_SUFFIXES):
-            raise AgentRLError(f"{path} is not a trajectory file: expected a .jsonl or .jsonl.gz file")
+            raise UserError(f"{path} is not a trajectory file: expected a .jsonl or .jsonl.gz file")
         run = RunData(name=path.name, path=path.parent)
         run.steps.append(_read_step(path, run.warnings))
         return [run]
@@ -83,7 +83,7 @@ def load_runs(path: Path) -> list[RunData]:
         return [load_run(path)]
     runs = [load_run(child) for child in sorted(path.iterdir()) if child.is_dir() and is_run_dir(child)]
     if not runs:
-        raise AgentRLError(
+        raise UserError(
             f"no run found in {path}: expected metrics.jsonl, trajectories.jsonl or trajectories/step_XXXX.jsonl.gz "
             "in it (or in run directories directly inside it)"
         )

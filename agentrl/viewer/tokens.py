@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.viewer.runs import RunData
 
 TokenizerSpec = Any  # a tokenizer object, a model spec string, "auto", or None
@@ -47,7 +47,7 @@ def resolve_decoder(spec: TokenizerSpec, runs: list[RunData]) -> tuple[TokenDeco
     """The decoder to use and a note for the page saying where token texts come from (or why there are none).
 
     Raises:
-        AgentRLError: a tokenizer named explicitly (not "auto") cannot be loaded.
+        UserError: a tokenizer named explicitly (not "auto") cannot be loaded.
     """
     if spec is None:
         return None, "token texts off (no tokenizer): tokens are shown as ids"
@@ -58,7 +58,7 @@ def resolve_decoder(spec: TokenizerSpec, runs: list[RunData]) -> tuple[TokenDeco
         try:
             return TokenDecoder(load_tokenizer(spec), spec), f"token texts decoded with the tokenizer of {spec!r}"
         except Exception as exc:  # asked for by name: say so rather than build a page without token texts
-            raise AgentRLError(f"cannot load the tokenizer of {spec!r}: {exc}") from exc
+            raise UserError(f"cannot load the tokenizer of {spec!r}: {exc}") from exc
     models = {str(r.config["model"]) for r in runs if r.config and r.config.get("model")}
     if len(models) > 1:
         return None, "tokens are shown as ids: the runs name different models; pass --tokenizer MODEL"

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import httpx
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.rollout.servers.process import ManagedServer, ServerProcess, apply_overrides, free_port
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 DEFAULT_VENV = "~/.cache/agentrl/venvs/vllm"
 
 
-class VLLMNotInstalledError(AgentRLError):
+class VLLMNotInstalledError(UserError):
     """No Python with vLLM was found."""
 
 

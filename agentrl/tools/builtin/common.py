@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.tools.base import ToolContext, ToolResult
 
 
-class NoSandboxError(AgentRLError):
+class NoSandboxError(UserError):
     """A sandboxed tool was called in a trajectory that has no sandbox."""
 
 

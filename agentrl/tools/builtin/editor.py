@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.tools.base import Tool, ToolContext
 from agentrl.tools.builtin.common import require_sandbox
 
@@ -17,7 +17,7 @@ SNIPPET_LINES = 4
 """Lines of context shown around an edit."""
 
 
-class EditorError(AgentRLError):
+class EditorError(UserError):
     """An edit that cannot be made; the message tells the model what to do instead."""
 
 

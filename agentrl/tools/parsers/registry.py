@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import TypeVar
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 from agentrl.tools.parsers.base import ToolCallParser
 
 P = TypeVar("P", bound=type[ToolCallParser])
@@ -37,7 +37,7 @@ def get_parser(name: str | ToolCallParser) -> ToolCallParser:
     """A parser instance for the format `name` (a registered name or a dotted path 'pkg.mod:Cls').
 
     Raises:
-        AgentRLError: the name is unknown, listing the known formats.
+        UserError: the name is unknown, listing the known formats.
     """
     if isinstance(name, ToolCallParser):
         return name
@@ -48,7 +48,7 @@ def get_parser(name: str | ToolCallParser) -> ToolCallParser:
     close = difflib.get_close_matches(name, _PARSERS, n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     known = ", ".join(registered_parsers())
-    raise AgentRLError(f"unknown tool-call parser '{name}'.{hint} Known parsers: {known}.")
+    raise UserError(f"unknown tool-call parser '{name}'.{hint} Known parsers: {known}.")
 
 
 def _import(path: str) -> ToolCallParser:
@@ -56,7 +56,7 @@ def _import(path: str) -> ToolCallParser:
     try:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise AgentRLError(f"cannot import tool-call parser '{path}': {exc}") from exc
+        raise UserError(f"cannot import tool-call parser '{path}': {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, ToolCallParser)):
-        raise AgentRLError(f"'{path}' is {cls!r}, not a ToolCallParser subclass")
+        raise UserError(f"'{path}' is {cls!r}, not a ToolCallParser subclass")
     return cls()

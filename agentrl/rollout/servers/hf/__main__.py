@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from agentrl.errors import AgentRLError
+from agentrl.errors import UserError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.num_threads)
     try:
         path = resolve_model_path(args.model)
-    except AgentRLError as exc:
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     config = EngineConfig(
