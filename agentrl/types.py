@@ -16,17 +16,36 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 
 class StopReason(StrEnum):
-    """Why a trajectory ended."""
+    """Why a trajectory ended.
+
+    The model's own endings (`done`, `max_turns`, `max_tokens`, `context_overflow`, `tool_error_limit` from its
+    malformed calls, `time_budget` of the agent's own clock) are trained on. Infrastructure failures (`error`:
+    the loop raised; `server_error`: no rollout server answered; `sandbox_error`; `timeout`: the trajectory's
+    wall-clock limit; `aborted`: the request was cancelled) are saved and counted but not trained on by default
+    (`trainer.failed_trajectories`); see `is_failure`.
+    """
 
     DONE = "done"
     MAX_TURNS = "max_turns"
     MAX_TOKENS = "max_tokens"
     CONTEXT_OVERFLOW = "context_overflow"
     TOOL_ERROR_LIMIT = "tool_error_limit"
+    TIME_BUDGET = "time_budget"
     SANDBOX_ERROR = "sandbox_error"
+    SERVER_ERROR = "server_error"
     TIMEOUT = "timeout"
     ABORTED = "aborted"
     ERROR = "error"
+
+    @property
+    def is_failure(self) -> bool:
+        """Whether the trajectory ended because the infrastructure failed, not because of what the model did."""
+        return self in _FAILURES
+
+
+_FAILURES = frozenset(
+    {StopReason.SANDBOX_ERROR, StopReason.SERVER_ERROR, StopReason.TIMEOUT, StopReason.ABORTED, StopReason.ERROR}
+)
 
 
 class Message(BaseModel):
@@ -108,6 +127,11 @@ class Trajectory(BaseModel):
     @property
     def num_tokens(self) -> int:
         return sum(len(s.token_ids) for s in self.segments)
+
+    @property
+    def failed(self) -> bool:
+        """Whether an infrastructure failure ended it (`StopReason.is_failure`): data, not training data."""
+        return self.stop_reason is not None and self.stop_reason.is_failure
 
     @property
     def num_generated_tokens(self) -> int:

@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from agentrl.envs.imports import import_object
 from agentrl.envs.observations import format_observation, strip_ansi
 from agentrl.envs.spaces import ActionCodec, InvalidAction, codec_for
 from agentrl.errors import UserError
+from agentrl.registry import import_object
 
 
 class EnvAdapter:

@@ -9,8 +9,8 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.wrappers import TimeLimit
 
 from agentrl.config.schema import EnvConfig
-from agentrl.envs.imports import import_object
 from agentrl.errors import UserError
+from agentrl.registry import import_object
 
 
 def make_env(cfg: EnvConfig, kwargs: dict[str, Any] | None = None) -> gym.Env[Any, Any]:

@@ -1,22 +1,27 @@
-"""Agent loops: subclass `AgentLoopBase`, register it, and the `RolloutManager` runs it concurrently."""
+"""Agent loops: subclass `AgentLoopBase`, register it, and the `RolloutManager` runs it concurrently.
 
-from agentrl.loops.base import AgentLoopBase, get_loop_class, known_loops, register_loop
+Modules: `base` (AgentLoopBase, LoopOptions, the LOOPS registry), `context` (what a loop sees: AgentContext,
+Budgets, StopLoop), `protocols` (the token generator and tokenizer a loop relies on), `builder` / `drift` /
+`chat_template` (exact token trajectories), `manager` (RolloutManager), `session` (a manager from a run's config),
+`tool_turns` / `tool_setup` / `sandbox_setup` (tools and sandboxes per trajectory), and the built-in loops, imported
+only when named: `single_turn`, `tool_calling` (tool_agent), `swe` (swe_agent), `gui` (gui_agent), `gym`.
+"""
+
+from agentrl.loops.base import LOOPS, AgentLoopBase, LoopOptions, get_loop_class, register_loop
 from agentrl.loops.context import AgentContext, Budgets, StopLoop, Turn
-from agentrl.loops.gym import GymAgentLoop as GymAgentLoop  # registers the `gym` loop
 from agentrl.loops.interaction import Interaction
 from agentrl.loops.manager import RolloutManager
 
 __all__ = [
+    "LOOPS",
     "AgentContext",
     "AgentLoopBase",
     "Budgets",
     "Interaction",
+    "LoopOptions",
     "RolloutManager",
     "StopLoop",
     "Turn",
     "get_loop_class",
-    "known_loops",
     "register_loop",
 ]
-from agentrl.loops import gui as _gui  # noqa: F401  registers the gui_agent loop
-from agentrl.loops import swe as _swe  # noqa: F401  registers the swe_agent loop

@@ -1,4 +1,4 @@
-"""`AgentLoopBase` and the loop registry.
+"""`AgentLoopBase`, its typed options, and the loop registry.
 
 A loop is built once per loop kind per worker with its config, then `run` is awaited once per trajectory,
 concurrently with many others: keep per-trajectory state in locals or in `ctx`, never on `self`.
@@ -6,22 +6,25 @@ concurrently with many others: keep per-trajectory state in locals or in `ctx`, 
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from agentrl.config.schema import AgentConfig
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agentrl.config.schema import AgentConfig, AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.loops.context import AgentContext
+from agentrl.registry import Registry
 from agentrl.types import Sample, Trajectory
 
-_REGISTRY: dict[str, str | type[AgentLoopBase]] = {
-    "single_turn": "agentrl.loops.single_turn:SingleTurnAgentLoop",
-    "tool_agent": "agentrl.loops.tool_calling:ToolAgentLoop",
-}
-
 L = TypeVar("L", bound="type[AgentLoopBase]")
+
+
+class LoopOptions(BaseModel):
+    """Base of a loop's typed `agent.kwargs`: subclass it with one `Field` per option; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class AgentLoopBase(ABC):
@@ -39,35 +42,79 @@ class AgentLoopBase(ABC):
 
     `ctx.start`, `ctx.generate` and `ctx.add_messages` keep the trajectory's tokens exact; raise
     `StopLoop(reason)` (or let a budget raise it) to end with a stop reason.
+
+    A loop with options declares them as a `LoopOptions` subclass in `Options`; they are checked against
+    `agent.kwargs` before the run starts (every problem listed), and the loop reads them as `self.options`.
+    Without `Options`, `self.kwargs` is the raw `agent.kwargs` dict, unchecked.
     """
 
+    Options: ClassVar[type[BaseModel] | None] = None
+    """The typed model of `agent.kwargs` (a `LoopOptions` subclass), or None to take them unchecked."""
     uses_tools: bool = False
-    run_config: Any = None
-    """The whole run's `AgentRLConfig` when run by `agentrl rollout/train` (None in bare use)."""
+    run_config: AgentRLConfig | None = None
+    """The whole run's config when run by `agentrl rollout/train/eval` (None in bare use)."""
 
     def __init__(self, config: AgentConfig | None = None, **kwargs: Any):
         self.config = config or AgentConfig()
         self.kwargs = {**self.config.kwargs, **kwargs}
+        self.options: Any = self.parse_options(self.kwargs)
 
     @abstractmethod
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         """Run one trajectory for `sample` and return `ctx.trajectory`."""
 
+    @classmethod
+    def option_problems(cls, kwargs: dict[str, Any]) -> list[str]:
+        """Every problem of `kwargs` against `Options` (none when the loop declares no options)."""
+        if cls.Options is None:
+            return []
+        try:
+            cls.Options.model_validate(kwargs)
+        except ValidationError as exc:
+            known = ", ".join(cls.Options.model_fields) or "none"
+            return [
+                f"agent.kwargs.{'.'.join(map(str, e['loc'])) or '(all)'}: {e['msg']} "
+                f"(options of {cls.__name__}: {known})"
+                for e in exc.errors()
+            ]
+        return []
+
+    @classmethod
+    def parse_options(cls, kwargs: dict[str, Any]) -> BaseModel | None:
+        """`kwargs` as the loop's `Options` (None without them).
+
+        Raises:
+            UserError: listing every unknown option and bad value.
+        """
+        problems = cls.option_problems(kwargs)
+        if problems:
+            raise UserError("bad agent loop options:\n  " + "\n  ".join(problems))
+        return cls.Options.model_validate(kwargs) if cls.Options is not None else None
+
+
+def _is_loop_class(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, AgentLoopBase)
+
+
+LOOPS: Registry[type[AgentLoopBase]] = Registry(
+    "agent loop",
+    {
+        "single_turn": "agentrl.loops.single_turn:SingleTurnAgentLoop",
+        "tool_agent": "agentrl.loops.tool_calling:ToolAgentLoop",
+        "swe_agent": "agentrl.loops.swe:SWEAgentLoop",
+        "gui_agent": "agentrl.loops.gui:GUIAgentLoop",
+        "gym": "agentrl.loops.gym:GymAgentLoop",
+    },
+    accepts=_is_loop_class,
+    expected="an AgentLoopBase subclass",
+    example="my_pkg.loops:MyLoop",
+)
+"""Agent loops by `agent.name` (or a row's `agent_name`)."""
+
 
 def register_loop(name: str) -> Callable[[L], L]:
-    """Class decorator registering an `AgentLoopBase` subclass under `name`."""
-
-    def decorate(cls: L) -> L:
-        if not (isinstance(cls, type) and issubclass(cls, AgentLoopBase)):
-            raise TypeError(f"@register_loop({name!r}) must decorate an AgentLoopBase subclass")
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
-
-
-def known_loops() -> list[str]:
-    return sorted(_REGISTRY)
+    """Class decorator registering an `AgentLoopBase` subclass under `name` (refuses a name already taken)."""
+    return LOOPS.register(name)
 
 
 def get_loop_class(name: str) -> type[AgentLoopBase]:
@@ -76,24 +123,4 @@ def get_loop_class(name: str) -> type[AgentLoopBase]:
     Raises:
         UserError: unknown name (the message lists the known ones) or a path that is not a loop class.
     """
-    target = _REGISTRY.get(name, name)
-    if isinstance(target, type):
-        return target
-    if ":" not in target and "." not in target:
-        raise UserError(
-            f"unknown agent loop {name!r}; known loops: {', '.join(known_loops())}, or give a dotted path "
-            "such as mypkg.loops:MyLoop"
-        )
-    cls = _import(target)
-    if not (isinstance(cls, type) and issubclass(cls, AgentLoopBase)):
-        raise UserError(f"{target} is not an AgentLoopBase subclass")
-    return cls
-
-
-def _import(path: str) -> Any:
-    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-        return getattr(module, attr)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(f"cannot import agent loop {path!r} ({exc}); known loops: {', '.join(known_loops())}") from None
+    return LOOPS.get(name)

@@ -5,11 +5,18 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from agentrl.loops.builder import TrajectoryBuilder
+from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Message, Sample, StopReason, Trajectory
+
+if TYPE_CHECKING:
+    from agentrl.envs.gym import GymEpisode
+    from agentrl.gui.browser import MiniWoBSession
+    from agentrl.sandbox.base import Sandbox
+    from agentrl.tools.toolset import ToolSet
 
 
 def with_system_prompt(messages: list[Message], text: str) -> list[Message]:
@@ -18,13 +25,6 @@ def with_system_prompt(messages: list[Message], text: str) -> list[Message]:
         first = messages[0].model_copy(update={"content": f"{text}\n\n{messages[0].content or ''}".rstrip()})
         return [first, *messages[1:]]
     return [Message(role="system", content=text), *messages]
-
-
-class TokenGenerator(Protocol):
-    """The part of the rollout client a loop uses (see `agentrl.rollout.client.LLMClient`)."""
-
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None) -> Any:
-        """Returns an object with token_ids, logprobs, finish_reason and policy_version."""
 
 
 class StopLoop(Exception):
@@ -71,12 +71,12 @@ class AgentContext:
     sample: Sample
     trajectory: Trajectory
     llm: TokenGenerator
-    tokenizer: Any
+    tokenizer: Tokenizer
     sampling: SamplingParams
     budgets: Budgets = field(default_factory=Budgets)
-    tools: Any = None  # agentrl.tools.ToolSet, when the loop has tools
-    sandbox: Any = None  # a leased sandbox, when configured
-    env: Any = None
+    tools: ToolSet | None = None  # when the run has `tools:`
+    sandbox: Sandbox | None = None  # a leased sandbox, when `sandbox.backend` is set (or the loop opened one)
+    env: GymEpisode | MiniWoBSession | None = None  # the episode of an environment loop
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("agentrl.loop"))
     tool_schemas: list[dict[str, Any]] | None = None  # passed to the chat template when it has a tools slot
     system_prompt: str | None = None  # merged into the prompt's system message by start()

@@ -17,9 +17,9 @@ from typing import Any
 from agentrl.errors import UserError
 from agentrl.gui.actions import InvalidAction, parse_action
 from agentrl.gui.browser import MiniWoBSession, Screen
-from agentrl.gui.config import GUIConfig, gui_config
+from agentrl.gui.config import GUIConfig
 from agentrl.gui.episode import GUIEpisode, observation_text, user_content
-from agentrl.loops.base import AgentLoopBase, register_loop
+from agentrl.loops.base import AgentLoopBase
 from agentrl.loops.context import AgentContext, StopLoop
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -28,7 +28,6 @@ logger = logging.getLogger("agentrl.gui")
 _SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
-@register_loop("gui_agent")
 class GUIAgentLoop(AgentLoopBase):
     """Plays one MiniWoB++ task episode per trajectory (options: `agent.kwargs`, see `agentrl.gui.GUIConfig`).
 
@@ -36,17 +35,19 @@ class GUIAgentLoop(AgentLoopBase):
     loop takes `agent.kwargs.task`, else `env.id=miniwob/<task>-v1`. Browsers are opened per trajectory, at
     most `agent.kwargs.max_browsers` at once, and always closed when the trajectory ends.
 
-    Stop reasons: `done` when the page ends the episode or the model says `done()`; `timeout` when the page's
+    Stop reasons: `done` when the page ends the episode or the model says `done()`; `time_budget` when the page's
     own clock (`episode_time_s`) runs out; `tool_error_limit` after `max_invalid_actions` invalid replies in a
     row; `max_turns` and `context_overflow` from the budgets. The reward is MiniWoB's raw reward clipped to
     [0, 1] (`reward_details["env"]["resolved"]` says full success); `metrics` get `gui/success`, `gui/steps`,
     `gui/invalid_actions`; `metadata["gui"]` the task, seed, modality, actions and screenshots.
     """
 
+    Options = GUIConfig
+    options: GUIConfig
     _announced = False
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
-        cfg = gui_config(self.kwargs)
+        cfg = self.options
         task = self._task(sample, cfg)
         seed = sample.extra_info.get("seed")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -77,7 +78,7 @@ class GUIAgentLoop(AgentLoopBase):
         return ctx.trajectory
 
     async def _play(self, ctx: AgentContext, session: MiniWoBSession, episode: GUIEpisode) -> None:
-        max_invalid = gui_config(self.kwargs).max_invalid_actions
+        max_invalid = self.options.max_invalid_actions
         while True:
             # a reply cut at rollout.max_tokens is still parsed (feedback when invalid), not the episode's end
             reply = (await ctx.generate(continue_if_cut=True)).text
@@ -103,7 +104,7 @@ class GUIAgentLoop(AgentLoopBase):
             episode.observe(screen)
             if screen.done:
                 timed_out = (screen.reason or "").startswith("timed out")
-                ctx.trajectory.stop_reason = StopReason.TIMEOUT if timed_out else StopReason.DONE
+                ctx.trajectory.stop_reason = StopReason.TIME_BUDGET if timed_out else StopReason.DONE
                 return
             shot = episode.keep_screenshot(screen, ctx.trajectory.id)
             text = observation_text(screen, header=f"You did {action.source}. The task is not finished yet.")
@@ -111,7 +112,7 @@ class GUIAgentLoop(AgentLoopBase):
 
     def _task(self, sample: Sample, cfg: GUIConfig) -> str:
         task = sample.extra_info.get("task") or cfg.task
-        env_id = getattr(getattr(self.run_config, "env", None), "id", None) or ""
+        env_id = (self.run_config.env.id if self.run_config is not None else None) or ""
         if not task and env_id.startswith("miniwob/"):
             task = env_id.removeprefix("miniwob/").removesuffix("-v1")
         if not task:
@@ -138,7 +139,7 @@ class GUIAgentLoop(AgentLoopBase):
     def _shot_dir(self, cfg: GUIConfig) -> Path | None:
         if cfg.screenshots != "files":
             return None
-        out = getattr(self.run_config, "output_dir", None)
+        out = self.run_config.output_dir if self.run_config is not None else None
         folder = cfg.screenshot_dir or (str(Path(out) / "screenshots") if out else None)
         if folder is None:
             raise UserError(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl.config.schema import AgentConfig, EnvConfig
 from agentrl.errors import UserError
-from agentrl.loops.base import AgentLoopBase, register_loop
+from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext, StopLoop
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from agentrl.envs.gym import GymEpisode
 
 
-@register_loop("gym")
 class GymAgentLoop(AgentLoopBase):
     """Plays a gymnasium env (`env:` config) through its text adapter, one episode per trajectory.
 
@@ -37,13 +36,15 @@ class GymAgentLoop(AgentLoopBase):
         env: the env config; default: the run's `env:` section (`loop.run_config.env`).
     """
 
+    Options = LoopOptions  # its options are the run's `env:` section
+
     def __init__(self, config: AgentConfig | None = None, env: EnvConfig | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
         self.env_config = env
 
     def _env(self) -> EnvConfig:
-        cfg = self.env_config or getattr(self.run_config, "env", None)
-        if not isinstance(cfg, EnvConfig) or not cfg.enabled:
+        cfg = self.env_config or (self.run_config.env if self.run_config is not None else None)
+        if cfg is None or not cfg.enabled:
             raise UserError(
                 "the gym loop needs an environment: set env.id (e.g. env.id=FrozenLake-v1) or "
                 "env.entry_point=pkg.module:MyEnv, or pass GymAgentLoop(env=EnvConfig(...))"

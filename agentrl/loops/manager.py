@@ -2,7 +2,8 @@
 
 All trajectories of a call share one queue and one concurrency cap (no static per-worker chunks), so a slow
 trajectory never holds back a batch of fast ones. A failing loop becomes a trajectory with its error and stop
-reason; it never cancels its siblings.
+reason (classified by the exception's type: `sandbox_error`, `server_error`, else `error`); it never cancels its
+siblings.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from agentrl.config.schema import AgentConfig, RolloutConfig
+from agentrl.config.schema import AgentConfig, AgentRLConfig, RolloutConfig
 from agentrl.loops.base import AgentLoopBase, get_loop_class
-from agentrl.loops.context import AgentContext, Budgets, StopLoop, TokenGenerator
+from agentrl.loops.context import AgentContext, Budgets, StopLoop
+from agentrl.loops.protocols import TokenGenerator, Tokenizer
+from agentrl.rollout.errors import RolloutError
 from agentrl.rollout.protocol import SamplingParams
+from agentrl.sandbox.base import SandboxError
 from agentrl.types import Sample, StopReason, Trajectory
 
 ContextHook = Callable[[AgentContext], Any]
@@ -44,13 +48,13 @@ class RolloutManager:
     def __init__(
         self,
         llm: TokenGenerator,
-        tokenizer: Any,
+        tokenizer: Tokenizer,
         agent: AgentConfig | None = None,
         rollout: RolloutConfig | None = None,
         setup_context: ContextHook | None = None,
         teardown_context: ContextHook | None = None,
         show_progress: bool = False,
-        run_config: Any = None,
+        run_config: AgentRLConfig | None = None,
     ):
         self.llm = llm
         self.tokenizer = tokenizer
@@ -199,8 +203,11 @@ def _fail(traj: Trajectory, reason: StopReason, message: str) -> None:
 
 
 def _reason_for(exc: Exception) -> StopReason:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return StopReason.SANDBOX_ERROR if "SandboxError" in names else StopReason.ERROR
+    if isinstance(exc, SandboxError):
+        return StopReason.SANDBOX_ERROR
+    if isinstance(exc, RolloutError):
+        return StopReason.SERVER_ERROR
+    return StopReason.ERROR
 
 
 async def _maybe_await(value: Any) -> Any:

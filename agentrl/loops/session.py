@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentrl.config.schema import AgentRLConfig, RolloutConfig
-from agentrl.loops.context import TokenGenerator
 from agentrl.loops.manager import RolloutManager
+from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.loops.sandbox_setup import SandboxHooks, chain_hooks
 
 
@@ -28,7 +28,7 @@ from agentrl.loops.sandbox_setup import SandboxHooks, chain_hooks
 async def rollout_session(
     cfg: AgentRLConfig,
     llm: TokenGenerator,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     rollout: RolloutConfig | None = None,
     show_progress: bool = False,
     run_id: str | None = None,

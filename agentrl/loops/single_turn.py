@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from agentrl.loops.base import AgentLoopBase
+from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext
 from agentrl.types import Sample, Trajectory
 
 
 class SingleTurnAgentLoop(AgentLoopBase):
-    """Generates one assistant turn for the prompt."""
+    """Generates one assistant turn for the prompt. It takes no `agent.kwargs`."""
+
+    Options = LoopOptions
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         ctx.start(sample.prompt)

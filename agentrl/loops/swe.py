@@ -8,7 +8,7 @@ also on errors and cancellation. Grading is the reward's job (`swe_tests`), in a
 
 Budgets end the episode with their stop reason and the patch is still extracted: `agent.max_turns` (max_turns),
 `agent.max_total_tokens` / `rollout.max_model_len` (context_overflow), `rollout.max_tokens` per turn
-(max_tokens), `agent.kwargs.time_budget_s` (timeout), `agent.max_consecutive_tool_errors` (tool_error_limit).
+(max_tokens), `agent.kwargs.time_budget_s` (time_budget), `agent.max_consecutive_tool_errors` (tool_error_limit).
 
 ```yaml
 agent:
@@ -23,17 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from agentrl.loops.base import AgentLoopBase, register_loop
+from agentrl.config.schema import AgentConfig, SandboxConfig
+from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext, StopLoop
-from agentrl.loops.tool_calling import _skipped, _tool_message
+from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
 from agentrl.sandbox.base import Sandbox
 from agentrl.swe.repo import extract_patch, open_task_sandbox, work_repo
 from agentrl.swe.task import SWETask
-from agentrl.tools.base import ToolResult
 from agentrl.tools.parsers import get_parser
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -50,16 +50,15 @@ reproduce the problem, make a minimal fix, check it, then call `submit`."""
 NO_TOOL_CALL = "Error: your reply called no tool. Use a tool to work on the repository, or call `submit` when done."
 
 
-class SWELoopOptions(BaseModel):
+class SWELoopOptions(LoopOptions):
     """`agent.kwargs` of the SWE loop."""
 
     prompt: str = Field(PROMPT, description="user message; {problem_statement} and {repo_dir} are filled in")
-    time_budget_s: float | None = Field(None, gt=0, description="wall-clock budget of the turns (stop: timeout)")
-    on_no_tool_call: str = Field("remind", pattern="^(remind|stop)$", description="remind the model, or end")
+    time_budget_s: float | None = Field(None, gt=0, description="wall-clock budget of the turns (stop: time_budget)")
+    on_no_tool_call: Literal["remind", "stop"] = Field("remind", description="remind the model, or end")
     patch_timeout_s: float = Field(60.0, gt=0, description="timeout of taking the diff out")
 
 
-@register_loop("swe_agent")
 class SWEAgentLoop(AgentLoopBase):
     """Resolve a SWE-bench-format task with sandboxed tools; the diff lands in `metadata["model_patch"]`.
 
@@ -68,24 +67,24 @@ class SWEAgentLoop(AgentLoopBase):
     `none`, since the loop starts each task's container itself from the task's image.
     """
 
+    Options = SWELoopOptions
+    options: SWELoopOptions
     uses_tools = True
 
-    def __init__(self, config: Any = None, **kwargs: Any):
+    def __init__(self, config: AgentConfig | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
-        self.options = SWELoopOptions.model_validate(self.kwargs)
         self.parser = get_parser(self.config.tool_parser)
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         task = SWETask.from_sample(sample)
         traj = ctx.trajectory
         traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
-        if ctx.tools is None:
-            raise RuntimeError("the SWE loop needs tools: `tools: [{class: bash}, {class: editor}, {class: submit}]`")
+        tools = require_tools(ctx, "swe_agent")
         started = time.perf_counter()
         sandbox, base = await _open(task, self._sandbox_config(), run_id=f"swe-{traj.id[:8]}")
         _add_time(traj, "sandbox_setup_s", started)
         try:
-            ctx.sandbox = ctx.tools.sandbox = sandbox
+            ctx.sandbox = tools.sandbox = sandbox
             traj.metadata["base_commit"] = base
             try:
                 async with asyncio.timeout(self.options.time_budget_s):
@@ -93,7 +92,7 @@ class SWEAgentLoop(AgentLoopBase):
             except StopLoop as stop:
                 traj.stop_reason = stop.reason
             except TimeoutError:
-                traj.stop_reason = StopReason.TIMEOUT
+                traj.stop_reason = StopReason.TIME_BUDGET
                 traj.error = f"time budget of {self.options.time_budget_s:g}s spent"
             extracted = time.perf_counter()
             traj.metadata["model_patch"] = await extract_patch(sandbox, task, base, self.options.patch_timeout_s)
@@ -112,36 +111,22 @@ class SWEAgentLoop(AgentLoopBase):
         while True:
             turn = await ctx.generate()
             parsed = self.parser.parse(turn.text)
+            errors = parsed.errors
             if not parsed.calls and not parsed.errors:
                 if self.options.on_no_tool_call == "stop":
                     ctx.finish()
                     return
-                results = [ctx.tools.record_parse_error(NO_TOOL_CALL.removeprefix("Error: "))]
-            else:
-                results = await self._execute(ctx, parsed.calls, parsed.errors)
-            ctx.trajectory.metrics.update(ctx.tools.metrics)
-            if any(r.metadata.get("submitted") for r in results):
+                errors = [NO_TOOL_CALL.removeprefix("Error: ")]
+            results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
+            submitted = [r for r in results if r.metadata.get("submitted")]
+            if submitted:
                 ctx.trajectory.stop_reason = StopReason.DONE
-                ctx.trajectory.metadata["submission"] = next(r.metadata.get("answer", "") for r in results
-                                                             if r.metadata.get("submitted"))  # fmt: skip
+                ctx.trajectory.metadata["submission"] = submitted[0].metadata.get("answer", "")
                 return
-            ctx.add_messages([_tool_message(r) for r in results])
-            if ctx.tools.error_limit_reached():
-                raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{ctx.tools.consecutive_errors} tool errors in a row")
+            answer_calls(ctx, results)
 
-    async def _execute(self, ctx: AgentContext, calls: list[Any], errors: list[str]) -> list[ToolResult]:
-        limit = self.config.max_parallel_tool_calls
-        results = [ctx.tools.record_parse_error(e) for e in errors]
-        results += await asyncio.gather(*(ctx.tools.execute(c) for c in calls[:limit]))
-        return results + [_skipped(c, limit) for c in calls[limit:]]
-
-    def _sandbox_config(self) -> Any:
-        cfg = getattr(self.run_config, "sandbox", None)
-        if cfg is None:
-            from agentrl.config.schema import SandboxConfig
-
-            cfg = SandboxConfig(backend="docker")
-        return cfg
+    def _sandbox_config(self) -> SandboxConfig:
+        return self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
 
 
 async def _open(task: SWETask, config: Any, run_id: str) -> tuple[Sandbox, str]:

@@ -26,9 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentrl.errors import AgentRLError, UserError
+from agentrl.errors import UserError
 from agentrl.rewards.base import RewardComponent
-from agentrl.rewards.registry import build_component, resolve_type
+from agentrl.rewards.registry import build_component, check_component, resolve_type
 
 Policy = Literal["zero", "skip"]
 PIPELINE_KEYS = ("name", "type", "weight", "gate", "normalize", "on_failure", "timeout_s", "max_concurrency", "thread")
@@ -87,8 +87,9 @@ class ComponentSpec:
     normalize: Normalize | None = None
 
 
-def parse_spec(entry: dict[str, Any], index: int, default_policy: Policy) -> ComponentSpec:
-    """Build one `reward.components[index]` entry.
+def parse_spec(entry: dict[str, Any], index: int, default_policy: Policy, build: bool = True) -> ComponentSpec:
+    """Build one `reward.components[index]` entry (with `build=False`, only check it: the spec's `component` is
+    then None, and nothing is loaded).
 
     Keys `name, type, weight, gate, normalize, on_failure, timeout_s, max_concurrency, thread` are the pipeline's
     (`max_concurrency` is also passed to components that take it); every other key goes to the component.
@@ -104,7 +105,11 @@ def parse_spec(entry: dict[str, Any], index: int, default_policy: Policy) -> Com
     limit = int(options.get("max_concurrency", DEFAULT_MAX_CONCURRENCY))
     if "max_concurrency" in options and _accepts(kind, "max_concurrency"):
         entry["max_concurrency"] = limit
-    component = build_component(kind, entry, where, thread=options.get("thread"))
+    component: Any = None
+    if build:
+        component = build_component(kind, entry, where, thread=options.get("thread"))
+    elif problem := check_component(kind, entry, where):
+        raise UserError(problem)
     default_timeout = getattr(getattr(component, "fn", component), "default_timeout_s", DEFAULT_TIMEOUT_S)
     timeout = options.get("timeout_s", default_timeout)
     return ComponentSpec(
@@ -125,7 +130,7 @@ def _accepts(kind: Any, param: str) -> bool:
     try:
         obj = resolve_type(kind, "reward.components")
         return isinstance(obj, type) and param in inspect.signature(obj).parameters
-    except (AgentRLError, TypeError, ValueError):
+    except (UserError, TypeError, ValueError):
         return False
 
 

@@ -50,10 +50,7 @@ class RewardPipeline:
 
     def __init__(self, config: RewardConfig):
         self.on_failure: Policy = config.on_failure
-        entries = list(config.components)
-        if config.function:
-            entries.insert(0, {"name": "compute_score", "type": config.function, "weight": 1.0})
-        self.components = [parse_spec(entry, i, self.on_failure) for i, entry in enumerate(entries)]
+        self.components = [parse_spec(entry, i, self.on_failure) for i, entry in enumerate(_entries(config))]
         self.stages = _stages(self.components)
         self._limits = {c.name: LoopSemaphore(c.max_concurrency) for c in self.components}
 
@@ -209,6 +206,31 @@ class RewardPipeline:
     def _keep_loop_reward(trajectory: Trajectory) -> float:
         trajectory.reward = trajectory.reward or 0.0
         return trajectory.reward
+
+
+def reward_problems(config: RewardConfig) -> list[str]:
+    """Every problem of a `reward:` section (unknown types, options a component does not take, bad gates),
+    found without building any component (a reward model would load its weights)."""
+    problems: list[str] = []
+    specs: list[ComponentSpec] = []
+    for i, entry in enumerate(_entries(config)):
+        try:
+            specs.append(parse_spec(entry, i, config.on_failure, build=False))
+        except UserError as exc:
+            problems.append(str(exc))
+    if not problems:
+        try:
+            _stages(specs)
+        except UserError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _entries(config: RewardConfig) -> list[dict[str, Any]]:
+    entries = list(config.components)
+    if config.function:
+        entries.insert(0, {"name": "compute_score", "type": config.function, "weight": 1.0})
+    return entries
 
 
 def _stages(specs: list[ComponentSpec]) -> list[list[ComponentSpec]]:

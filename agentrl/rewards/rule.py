@@ -1,6 +1,6 @@
 """Rule-based reward components: plain functions `rule(inp, **kwargs) -> RewardResult` (sync or async).
 
-`RULES` maps YAML `type` names to them, in the order they are listed to users. String rules live here; math
+The reward registry (`agentrl.rewards.registry.REWARDS`) names them for YAML `type`. String rules live here; math
 and numeric equivalence in `agentrl.rewards.equivalence`; tool-use and sandbox checks in
 `agentrl.rewards.agentic`.
 """
@@ -10,12 +10,9 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Callable
 from typing import Any
 
-from agentrl.rewards.agentic import command_passes, tool_use
 from agentrl.rewards.base import RewardInput, RewardResult
-from agentrl.rewards.equivalence import math_equiv, numeric_match
 
 _PUNCT = str.maketrans("", "", string.punctuation)
 
@@ -96,17 +93,3 @@ def format_check(
     if max_chars is not None and len(inp.answer) > max_chars:
         failed.append(f"longer than {max_chars} characters ({len(inp.answer)})")
     return RewardResult(float(not failed), {"failed": failed})
-
-
-RULES: dict[str, Callable[..., Any]] = {
-    "exact_match": exact_match,
-    "normalized_match": normalized_match,
-    "regex": regex_match,
-    "contains": contains,
-    "math": math_equiv,
-    "numeric": numeric_match,
-    "format": format_check,
-    "tool_use": tool_use,
-    "command": command_passes,
-}
-"""Rule functions by YAML `type` (the pipeline looks names up here first, then in the component registry)."""

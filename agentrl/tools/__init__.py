@@ -17,18 +17,14 @@ await tools.release()
 
 from agentrl.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from agentrl.tools.decorator import FunctionTool, tool
-from agentrl.tools.parsers import ParsedOutput, ToolCallParser, get_parser, register_parser, registered_parsers
+from agentrl.tools.parsers import PARSERS, ParsedOutput, ToolCallParser, get_parser, register_parser
 from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot, tools_system_prompt
-from agentrl.tools.registry import (
-    build_tools,
-    get_tool_class,
-    register_tool,
-    register_tool_path,
-    registered_tools,
-)
+from agentrl.tools.registry import TOOLS, build_tools, get_tool_class, register_tool
 from agentrl.tools.toolset import ToolSet
 
 __all__ = [
+    "PARSERS",
+    "TOOLS",
     "FunctionTool",
     "ParsedOutput",
     "Tool",
@@ -43,12 +39,7 @@ __all__ = [
     "get_tool_class",
     "register_parser",
     "register_tool",
-    "register_tool_path",
-    "registered_parsers",
-    "registered_tools",
     "template_has_tools_slot",
     "tool",
     "tools_system_prompt",
 ]
-
-import agentrl.tools.builtin  # noqa: F401  (registers bash, python, editor, submit lazily)

@@ -10,25 +10,40 @@ tools:
 
 from __future__ import annotations
 
-import difflib
-import importlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from agentrl.errors import AgentRLError, UserError
+from agentrl.errors import UserError
+from agentrl.registry import Registry
 from agentrl.tools.base import Tool
 
 ToolEntry = type[Tool] | Tool
 T = TypeVar("T", bound=ToolEntry)
 
-_REGISTRY: dict[str, ToolEntry | str] = {}
-"""Name to tool class, function tool, or the dotted path of either (imported on first use)."""
+
+def _is_tool_entry(entry: Any) -> bool:
+    return isinstance(entry, Tool) or (isinstance(entry, type) and issubclass(entry, Tool))
+
+
+TOOLS: Registry[ToolEntry] = Registry(
+    "tool",
+    {
+        "bash": "agentrl.tools.builtin.shell:BashTool",
+        "python": "agentrl.tools.builtin.shell:PythonTool",
+        "editor": "agentrl.tools.builtin.editor:EditorTool",
+        "submit": "agentrl.tools.builtin.submit:SubmitTool",
+    },
+    accepts=_is_tool_entry,
+    expected="a Tool subclass or a @tool function",
+    example="my_pkg.tools:MyTool",
+)
+"""Tools by `tools[].class`: a `Tool` subclass (built with the spec's `config`) or a `@tool` function."""
 
 
 def register_tool(name: str) -> Callable[[T], T]:
-    """Register a `Tool` subclass or a `@tool` function under `name`, as a decorator.
+    """Register a `Tool` subclass or a `@tool` function under `name`, as a decorator (refuses a name taken).
 
     Example:
         ```python
@@ -37,24 +52,7 @@ def register_tool(name: str) -> Callable[[T], T]:
         def calculator(expression: str) -> str: ...
         ```
     """
-
-    def decorator(entry: T) -> T:
-        if not _is_tool_entry(entry):
-            raise TypeError(f"register_tool('{name}') needs a Tool subclass or a @tool function, got {entry!r}")
-        _REGISTRY[name] = entry
-        return entry
-
-    return decorator
-
-
-def register_tool_path(name: str, dotted_path: str) -> None:
-    """Register a tool by dotted path, imported only when the tool is first built (keeps imports light)."""
-    _REGISTRY[name] = dotted_path
-
-
-def registered_tools() -> list[str]:
-    """The registered tool names, sorted."""
-    return sorted(_REGISTRY)
+    return TOOLS.register(name)
 
 
 def get_tool_class(name: str) -> ToolEntry:
@@ -63,42 +61,7 @@ def get_tool_class(name: str) -> ToolEntry:
     Raises:
         UserError: `name` is neither registered nor importable, with the known names.
     """
-    entry = _REGISTRY.get(name)
-    if isinstance(entry, str):
-        entry = _REGISTRY[name] = _import(entry, name)
-    if entry is not None:
-        return entry
-    if "." in name or ":" in name:
-        return _import(name, name)
-    raise UserError(_unknown_message(name))
-
-
-def _unknown_message(name: str) -> str:
-    known = registered_tools()
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    listed = ", ".join(known) or "none registered"
-    return (
-        f"unknown tool '{name}'.{hint} Known tools: {listed}. "
-        "Or give the dotted path of a Tool class, e.g. 'my_pkg.tools:MyTool'."
-    )
-
-
-def _import(path: str, name: str) -> ToolEntry:
-    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    if not module_name or not attr:
-        raise UserError(f"tool '{name}': '{path}' is not a dotted path like 'pkg.module:ClassName'")
-    try:
-        entry = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(f"tool '{name}': cannot import '{path}': {exc}") from exc
-    if not _is_tool_entry(entry):
-        raise UserError(f"tool '{name}': '{path}' is {entry!r}, not a Tool subclass or a @tool function")
-    return entry
-
-
-def _is_tool_entry(entry: Any) -> bool:
-    return isinstance(entry, Tool) or (isinstance(entry, type) and issubclass(entry, Tool))
+    return TOOLS.get(name)
 
 
 def build_tools(specs: Iterable[dict[str, Any] | BaseModel]) -> list[Tool]:
@@ -118,7 +81,7 @@ def build_tools(specs: Iterable[dict[str, Any] | BaseModel]) -> list[Tool]:
     for i, spec in enumerate(specs):
         try:
             tools.append(_build_one(*_read_spec(spec)))
-        except AgentRLError as exc:
+        except UserError as exc:
             errors.append(f"tools[{i}]: {exc}")
     names = [t.name for t in tools]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -149,7 +112,7 @@ def _build_one(cls: str, config: dict[str, Any]) -> Tool:
         return entry
     try:
         return entry(config)
-    except AgentRLError:
+    except UserError:
         raise
     except Exception as exc:
         raise UserError(f"tool '{cls}' failed to build with config {config}: {exc}") from exc

@@ -9,7 +9,7 @@ Conventions shared by all estimators (a "group" is the G responses sampled for o
     * a *degenerate* group — one member, or all rewards equal — carries no learning signal, so every member's
       advantage is exactly 0 (never NaN, never `0 / eps` noise).
 
-Registered names: `grpo`, `dr_grpo`, `rloo`, `reinforce++`, `gspo`.
+Built-in names (`agentrl.trainer.registry.ADVANTAGES`): `grpo`, `dr_grpo`, `rloo`, `reinforce++`, `gspo`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Protocol
 import torch
 
 from agentrl.errors import UserError
+from agentrl.trainer.registry import ADVANTAGES
 from agentrl.types import Trajectory
 
 GroupIds = Sequence[Hashable] | torch.Tensor
@@ -35,36 +36,19 @@ class AdvantageEstimator(Protocol):
     def __call__(self, rewards: torch.Tensor, group_ids: GroupIds, *, eps: float = DEFAULT_EPS) -> torch.Tensor: ...
 
 
-_REGISTRY: dict[str, AdvantageEstimator] = {}
-
-
 def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
-    """Decorator registering an advantage estimator under `name` (the function is returned unchanged)."""
-
-    def decorate(fn: AdvantageEstimator) -> AdvantageEstimator:
-        _REGISTRY[name] = fn
-        return fn
-
-    return decorate
-
-
-def known_advantages() -> list[str]:
-    """Names of the registered advantage estimators, sorted."""
-    return sorted(_REGISTRY)
+    """Decorator registering an advantage estimator under `name` (the function is returned unchanged; a name
+    already taken is refused)."""
+    return ADVANTAGES.register(name)
 
 
 def get_advantage(name: str) -> AdvantageEstimator:
-    """The estimator registered under `name`.
+    """The estimator registered under `name` (or at a dotted path).
 
     Raises:
         UserError: unknown name; the message lists the known ones.
     """
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UserError(
-            f"unknown advantage estimator {name!r}; known estimators: {', '.join(known_advantages())}"
-        ) from None
+    return ADVANTAGES.get(name)
 
 
 def compute_advantages(
@@ -155,8 +139,6 @@ def _out(advantages: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
     return advantages.to(dtype)
 
 
-@register_advantage("grpo")
-@register_advantage("gspo")
 def grpo_advantage(rewards: torch.Tensor, group_ids: GroupIds, *, eps: float = DEFAULT_EPS) -> torch.Tensor:
     """GRPO group-normalized advantage (Shao et al. 2024, DeepSeekMath, arXiv:2402.03300, §4.1.2).
 
@@ -170,7 +152,6 @@ def grpo_advantage(rewards: torch.Tensor, group_ids: GroupIds, *, eps: float = D
     return _out(torch.where(s.degenerate, 0.0, adv), rewards)
 
 
-@register_advantage("dr_grpo")
 def dr_grpo_advantage(rewards: torch.Tensor, group_ids: GroupIds, *, eps: float = DEFAULT_EPS) -> torch.Tensor:
     """Dr. GRPO advantage (Liu et al. 2025, "Understanding R1-Zero-Like Training", arXiv:2503.20783, Eq. 3).
 
@@ -183,7 +164,6 @@ def dr_grpo_advantage(rewards: torch.Tensor, group_ids: GroupIds, *, eps: float 
     return _out(torch.where(s.degenerate, 0.0, rewards.double() - s.mean), rewards)
 
 
-@register_advantage("rloo")
 def rloo_advantage(rewards: torch.Tensor, group_ids: GroupIds, *, eps: float = DEFAULT_EPS) -> torch.Tensor:
     """RLOO, REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024, arXiv:2402.14740, Eq. 7).
 
@@ -196,7 +176,6 @@ def rloo_advantage(rewards: torch.Tensor, group_ids: GroupIds, *, eps: float = D
     return _out(torch.where(s.degenerate, 0.0, adv), rewards)
 
 
-@register_advantage("reinforce++")
 def reinforce_pp_baseline_advantage(
     rewards: torch.Tensor, group_ids: GroupIds, *, eps: float = DEFAULT_EPS
 ) -> torch.Tensor:

@@ -18,8 +18,8 @@ What the wrapper (`PolicyLoss`) does around each paper's token-level surrogate �
        seq-mean-token-sum-norm; each loss has its paper's default, `PolicyLossConfig.loss_agg_mode` overrides it;
     4. optional KL penalty to a frozen reference, `kl_coef · aggregate(k(log π_θ, log π_ref))`, k ∈ {k1, k2, k3}.
 
-Register a new loss with `@register_loss("name")` on a token-level surrogate
-`(logprobs, old_logprobs, advantages, mask: bool, config) -> (per-token loss [B, R], metrics)`.
+Built-ins are named in `agentrl.trainer.registry.LOSSES`. Register a new loss with `@register_loss("name")` on a
+token-level surrogate `(logprobs, old_logprobs, advantages, mask: bool, config) -> (per-token loss [B, R], metrics)`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from agentrl.trainer.loss_terms import (  # re-exported: part of this module's A
     masked_mean,
     tis_weights,
 )
+from agentrl.trainer.registry import LOSSES
 
 Metrics = dict[str, Tensor]
 SurrogateOut = tuple[Tensor, Metrics]
@@ -213,40 +214,39 @@ def _check_inputs(*tensors: Tensor | None) -> None:
             raise ValueError(f"every loss input must be [B, R] = {tuple(shape)}, got {tuple(t.shape)}")
 
 
-_REGISTRY: dict[str, PolicyLoss] = {}
-
-
 def register_loss(name: str, *, default_agg: AggMode = "token-mean") -> Callable[[Surrogate], Surrogate]:
-    """Decorator registering a token-level surrogate as the policy loss `name` (the function is unchanged)."""
+    """Decorator registering a token-level surrogate as the policy loss `name` (the function is unchanged; a
+    name already taken is refused)."""
 
     def decorate(fn: Surrogate) -> Surrogate:
-        _REGISTRY[name] = PolicyLoss(name, fn, default_agg)
+        LOSSES.add(name, PolicyLoss(name, fn, default_agg))
         return fn
 
     return decorate
 
 
-def known_losses() -> list[str]:
-    """Names of the registered policy losses, sorted."""
-    return sorted(_REGISTRY)
-
-
 def get_loss(name: str) -> PolicyLoss:
-    """The policy loss registered under `name`.
+    """The policy loss registered under `name` (or the surrogate at a dotted path, wrapped).
 
     Raises:
         UserError: unknown name; the message lists the known ones.
     """
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UserError(f"unknown policy loss {name!r}; known losses: {', '.join(known_losses())}") from None
+    return LOSSES.get(name)
+
+
+def _default_agg(mode: AggMode) -> Callable[[Surrogate], Surrogate]:
+    """Mark a built-in surrogate with its paper's aggregation (read when the registry wraps it)."""
+
+    def mark(fn: Surrogate) -> Surrogate:
+        fn.default_agg = mode  # type: ignore[attr-defined]
+        return fn
+
+    return mark
 
 
 # --------------------------------------------------------------------------------------------- surrogates
 
 
-@register_loss("ppo_clip")
 def ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
     """PPO clipped surrogate (Schulman et al. 2017, arXiv:1707.06347, Eq. 7), asymmetric as in DAPO.
 
@@ -281,7 +281,6 @@ def _clipped_surrogate(
     return torch.maximum(unclipped, clipped), metrics
 
 
-@register_loss("dapo")
 def dapo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
     """DAPO's policy loss (Yu et al. 2025, arXiv:2503.14476, Eq. 8): `ppo_clip` with clip-higher
     (ε_high = 0.28 unless `clip_high` is set) aggregated token-mean. Pair it with `sampling.py` (dynamic sampling,
@@ -291,7 +290,6 @@ def dapo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyL
     return ppo_clip(logp, old_logp, adv, mask, replace(cfg, clip_high=high))
 
 
-@register_loss("dual_clip")
 def dual_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
     """Dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games", arXiv:1912.09729, Eq. 5).
 
@@ -309,7 +307,6 @@ def dual_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: Po
     return torch.where(negative, torch.minimum(base, cap), base), metrics
 
 
-@register_loss("cispo")
 def cispo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
     """CISPO (MiniMax-M1, arXiv:2506.13585, Eq. 4–5): clip the IS weight, not the update.
 
@@ -330,7 +327,7 @@ def cispo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: Policy
     return -weight * adv * logp, metrics
 
 
-@register_loss("gspo", default_agg="seq-mean-token-mean")
+@_default_agg("seq-mean-token-mean")
 def gspo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
     """GSPO-token (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv:2507.18071, Eq. 7, 13–14).
 
@@ -360,7 +357,7 @@ def _clip_flag(ratio: Tensor, adv: Tensor, cfg: PolicyLossConfig) -> Tensor:
     return (high | low).to(ratio.dtype)
 
 
-@register_loss("sapo", default_agg="seq-mean-token-mean")
+@_default_agg("seq-mean-token-mean")
 def sapo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, cfg: PolicyLossConfig) -> SurrogateOut:
     """SAPO (Gao et al. 2025, "Soft Adaptive Policy Optimization", arXiv:2511.20347; verl's `sapo`).
 

@@ -131,7 +131,7 @@ async def test_budgets_end_with_their_stop_reason(task, default_tokenizer, tmp_p
     cfg = swe_config(tmp_path, time_budget_s=3)
     slow = [bash("echo note > NOTES.txt; sleep 30")]
     traj = await run_scripted(cfg, default_tokenizer, task, slow)
-    assert traj.stop_reason is StopReason.TIMEOUT
+    assert traj.stop_reason is StopReason.TIME_BUDGET
     assert patch_files(traj.metadata["model_patch"]) == ["NOTES.txt"]  # the patch is taken out all the same
 
     cfg = swe_config(tmp_path)

@@ -6,15 +6,14 @@ import pytest
 import torch
 
 from agentrl.errors import AgentRLError
-from agentrl.trainer import algorithms
 from agentrl.trainer.algorithms import (
     broadcast_to_tokens,
     compute_advantages,
     get_advantage,
-    known_advantages,
     register_advantage,
     rewards_and_groups,
 )
+from agentrl.trainer.registry import ADVANTAGES
 from agentrl.trainer.sampling import (
     DynamicSamplingBuffer,
     drop_zero_variance_groups,
@@ -129,17 +128,18 @@ def test_rewards_and_groups_from_trajectories():
         rewards_and_groups([*trajs, Trajectory(group_id="p1")])
 
 
-def test_registry_lists_known_names_on_error(monkeypatch):
-    assert {"grpo", "dr_grpo", "rloo", "reinforce++", "gspo"} <= set(known_advantages())
+def test_registry_lists_known_names_on_error():
+    assert {"grpo", "dr_grpo", "rloo", "reinforce++", "gspo"} <= set(ADVANTAGES.names())
     with pytest.raises(AgentRLError, match=r"unknown advantage estimator 'ppo'.*dr_grpo.*grpo.*reinforce\+\+.*rloo"):
         get_advantage("ppo")
-    monkeypatch.setattr(algorithms, "_REGISTRY", dict(algorithms._REGISTRY))
+    with ADVANTAGES.scoped():
 
-    @register_advantage("constant_one")
-    def one(rewards, group_ids, *, eps=1e-6):
-        return torch.ones_like(rewards)
+        @register_advantage("constant_one")
+        def one(rewards, group_ids, *, eps=1e-6):
+            return torch.ones_like(rewards)
 
-    assert get_advantage("constant_one") is one
+        assert get_advantage("constant_one") is one
+    assert "constant_one" not in ADVANTAGES
 
 
 # ------------------------------------------------------------------------------------- DAPO sampling

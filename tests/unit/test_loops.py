@@ -58,9 +58,9 @@ def test_registry_known_unknown_and_dotted():
     assert get_loop_class("single_turn") is SingleTurnAgentLoop
     assert get_loop_class("tests.unit.test_loops:EchoTwice") is EchoTwice
     assert get_loop_class("tests.unit.test_loops.EchoTwice") is EchoTwice
-    with pytest.raises(AgentRLError, match="known loops: .*single_turn.*tool_agent"):
+    with pytest.raises(AgentRLError, match="Known agent loops: .*single_turn.*tool_agent"):
         get_loop_class("nope")
-    with pytest.raises(AgentRLError, match="cannot import"):
+    with pytest.raises(AgentRLError, match="has no attribute .Missing."):
         get_loop_class("tests.unit.test_loops:Missing")
     with pytest.raises(TypeError):
         register_loop("bad")(object)

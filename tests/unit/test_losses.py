@@ -6,16 +6,15 @@ import pytest
 import torch
 
 from agentrl.errors import AgentRLError
-from agentrl.trainer import losses
 from agentrl.trainer.losses import (
     PolicyLossConfig,
     aggregate,
     get_loss,
     kl_penalty,
-    known_losses,
     register_loss,
     tis_weights,
 )
+from agentrl.trainer.registry import LOSSES
 
 F64 = torch.float64
 
@@ -272,18 +271,25 @@ def test_masked_tool_tokens_get_exactly_zero_gradient(name, mode):
     assert "clipfrac" in metrics
 
 
-def test_registry_lists_known_names_on_error(monkeypatch):
-    assert {"ppo_clip", "dapo", "dual_clip", "cispo", "gspo", "sapo"} <= set(known_losses())
+def test_registry_lists_known_names_on_error():
+    assert {"ppo_clip", "dapo", "dual_clip", "cispo", "gspo", "sapo"} <= set(LOSSES.names())
     with pytest.raises(AgentRLError, match=r"unknown policy loss 'grpo'.*cispo.*dual_clip.*gspo.*ppo_clip.*sapo"):
         get_loss("grpo")
-    monkeypatch.setattr(losses, "_REGISTRY", dict(losses._REGISTRY))
+    with LOSSES.scoped():
 
-    @register_loss("vanilla_pg", default_agg="seq-mean-token-sum")
-    def vanilla(logp, old_logp, adv, mask, cfg):
-        return -adv * logp, {}
+        @register_loss("vanilla_pg", default_agg="seq-mean-token-sum")
+        def vanilla(logp, old_logp, adv, mask, cfg):
+            return -adv * logp, {}
 
-    loss, m = get_loss("vanilla_pg")(t([-1.0, -3.0]), t([-1.0, -3.0]), t([1.0, 1.0]), torch.ones(1, 2))
-    assert loss.item() == pytest.approx(4.0) and m["pg_loss"] == pytest.approx(4.0)
+        loss, m = get_loss("vanilla_pg")(t([-1.0, -3.0]), t([-1.0, -3.0]), t([1.0, 1.0]), torch.ones(1, 2))
+        assert loss.item() == pytest.approx(4.0) and m["pg_loss"] == pytest.approx(4.0)
+    assert "vanilla_pg" not in LOSSES
+
+
+def test_built_in_losses_keep_their_paper_aggregation():
+    assert get_loss("gspo").default_agg == "seq-mean-token-mean"
+    assert get_loss("sapo").default_agg == "seq-mean-token-mean"
+    assert get_loss("ppo_clip").default_agg == "token-mean"
 
 
 @pytest.mark.parametrize(

@@ -226,12 +226,12 @@ def test_custom_function_class_file_and_registered(tmp_path):
 @pytest.mark.parametrize(
     ("component", "message"),
     [
-        ({"type": "no.such.module:fn"}, "cannot import reward"),
+        ({"type": "no.such.module:fn"}, "cannot import .no.such.module"),
         ({"type": f"{__name__}:length_reward", "nope": 1}, "do not fit length_reward"),
         ({"type": "regex"}, "do not fit regex_match"),
         ({"type": f"{__name__}:Constant"}, "bad options"),
         ({"type": "compute_score"}, "needs `function"),
-        ({"type": f"{__name__}:NOT_A_REWARD"}, "not a reward component"),
+        ({"type": f"{__name__}:NOT_A_REWARD"}, "is 3, not a RewardComponent"),
     ],
 )
 def test_bad_custom_components_fail_at_build_time(component, message):

@@ -8,7 +8,7 @@ import pytest
 
 from agentrl.sandbox.base import ExecResult, SandboxError
 from agentrl.sandbox.local import LocalSandbox
-from agentrl.tools import ToolCall, ToolSet, build_tools, registered_tools
+from agentrl.tools import TOOLS, ToolCall, ToolSet, build_tools
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ async def test_closed_sandbox_raises_sandbox_error() -> None:
 def test_builtin_tools_are_registered() -> None:
     import agentrl.tools.builtin  # noqa: F401 - registers them
 
-    assert {"bash", "python", "editor", "submit"} <= set(registered_tools())
+    assert {"bash", "python", "editor", "submit"} <= set(TOOLS.names())
     tools = build_tools([{"class": "bash", "config": {"timeout_s": 5}}, {"class": "submit"}])
     assert [t.name for t in tools] == ["bash", "submit"]
 

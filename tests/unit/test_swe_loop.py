@@ -6,6 +6,7 @@ import json
 import pytest
 
 from agentrl.config import AgentConfig, RolloutConfig
+from agentrl.errors import UserError
 from agentrl.loops import swe as swe_loop
 from agentrl.loops.drift import check_drift
 from agentrl.loops.manager import RolloutManager
@@ -121,10 +122,10 @@ def test_replies_without_tool_calls_are_errors_then_stop(tokenizer, sandboxes):
     assert traj.stop_reason is StopReason.DONE and traj.num_turns == 1 and traj.metadata["model_patch"] == ""
 
 
-def test_time_budget_ends_with_timeout(tokenizer, sandboxes):
+def test_time_budget_ends_with_time_budget(tokenizer, sandboxes):
     sandboxes.delay = 5.0
     (traj,) = run(tokenizer, [call("bash", command="sleep 100")], kwargs={"time_budget_s": 0.3})
-    assert traj.stop_reason is StopReason.TIMEOUT and "time budget" in traj.error
+    assert traj.stop_reason is StopReason.TIME_BUDGET and "time budget" in traj.error
     assert sandboxes[0].closed and "model_patch" in traj.metadata
 
 
@@ -158,5 +159,5 @@ def test_cancelled_while_starting_still_removes_the_container(tokenizer, monkeyp
 
 
 def test_loop_options_are_validated():
-    with pytest.raises(ValueError, match="on_no_tool_call"):
+    with pytest.raises(UserError, match="agent.kwargs.on_no_tool_call"):
         swe_loop.SWEAgentLoop(AgentConfig(name="swe_agent", kwargs={"on_no_tool_call": "ignore"}))

@@ -8,7 +8,8 @@ import pytest
 
 from agentrl.errors import AgentRLError
 from agentrl.tools import add_tool_instructions, get_parser, template_has_tools_slot, tool, tools_system_prompt
-from agentrl.tools.parsers import HermesParser, Llama3JsonParser
+from agentrl.tools.parsers.hermes import HermesParser
+from agentrl.tools.parsers.llama3_json import Llama3JsonParser
 from agentrl.types import Message
 from tests.unit.chatml import CHATML, chatml_tokenizer
 

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -377,8 +378,9 @@ async def test_create_failure_is_an_error_result() -> None:
 
 
 @pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tool_registry, "_REGISTRY", dict(tool_registry._REGISTRY))
+def registry() -> Iterator[None]:
+    with tool_registry.TOOLS.scoped():
+        yield
 
 
 def test_register_and_build_by_name_and_dotted_path(registry: None) -> None:
@@ -421,7 +423,7 @@ def test_build_tools_reports_every_problem(registry: None) -> None:
 
 
 def test_register_rejects_non_tools() -> None:
-    with pytest.raises(TypeError, match="needs a Tool subclass"):
+    with pytest.raises(TypeError, match="must be a Tool subclass"):
         tool_registry.register_tool("x")(object)
 
 

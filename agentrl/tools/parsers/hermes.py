@@ -19,13 +19,11 @@ from agentrl.tools.parsers.base import (
     decode_json,
     tools_json_lines,
 )
-from agentrl.tools.parsers.registry import register_parser
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 EXAMPLE = '<tool_call>\n{"name": "<tool name>", "arguments": {<arguments as a JSON object>}}\n</tool_call>'
 
 
-@register_parser("hermes")
 class HermesParser(ToolCallParser):
     """Any number of `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks per message.
 

@@ -11,13 +11,11 @@ import json
 from typing import Any
 
 from agentrl.tools.parsers.base import ParsedOutput, ToolCallParser, call_from_object, strip_code_fence
-from agentrl.tools.parsers.registry import register_parser
 
 PYTHON_TAG = "<|python_tag|>"
 EXAMPLE = '{"name": "<tool name>", "parameters": {<arguments as a JSON object>}}'
 
 
-@register_parser("llama3_json")
 class Llama3JsonParser(ToolCallParser):
     """One or more JSON calls separated by `;` making up the message, as Llama 3.1-3.3 emit them.
 

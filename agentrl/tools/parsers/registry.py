@@ -1,36 +1,41 @@
-"""Registry of tool-call parsers by format name (`agent.tool_parser` in the config)."""
+"""Tool-call parsers by format name (`agent.tool_parser` in the config): the `PARSERS` registry."""
 
 from __future__ import annotations
 
-import difflib
-import importlib
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from agentrl.errors import UserError
+from agentrl.registry import Registry
 from agentrl.tools.parsers.base import ToolCallParser
 
 P = TypeVar("P", bound=type[ToolCallParser])
 
-_PARSERS: dict[str, type[ToolCallParser]] = {}
+
+def _is_parser_class(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, ToolCallParser)
+
+
+PARSERS: Registry[type[ToolCallParser]] = Registry(
+    "tool-call parser",
+    {
+        "hermes": "agentrl.tools.parsers.hermes:HermesParser",
+        "llama3_json": "agentrl.tools.parsers.llama3_json:Llama3JsonParser",
+    },
+    accepts=_is_parser_class,
+    expected="a ToolCallParser subclass",
+    example="my_pkg.parsers:MyParser",
+)
 
 
 def register_parser(name: str) -> Callable[[P], P]:
-    """Register a `ToolCallParser` subclass under `name`, as a class decorator."""
+    """Class decorator registering a `ToolCallParser` subclass under `name` (refuses a name already taken)."""
 
-    def decorator(cls: P) -> P:
-        if not (isinstance(cls, type) and issubclass(cls, ToolCallParser)):
-            raise TypeError(f"register_parser('{name}') needs a ToolCallParser subclass, got {cls!r}")
+    def decorate(cls: P) -> P:
+        PARSERS.add(name, cls)
         cls.name = cls.name or name
-        _PARSERS[name] = cls
         return cls
 
-    return decorator
-
-
-def registered_parsers() -> list[str]:
-    """The registered parser names, sorted."""
-    return sorted(_PARSERS)
+    return decorate
 
 
 def get_parser(name: str | ToolCallParser) -> ToolCallParser:
@@ -41,22 +46,4 @@ def get_parser(name: str | ToolCallParser) -> ToolCallParser:
     """
     if isinstance(name, ToolCallParser):
         return name
-    if name in _PARSERS:
-        return _PARSERS[name]()
-    if ":" in name or "." in name:
-        return _import(name)
-    close = difflib.get_close_matches(name, _PARSERS, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    known = ", ".join(registered_parsers())
-    raise UserError(f"unknown tool-call parser '{name}'.{hint} Known parsers: {known}.")
-
-
-def _import(path: str) -> ToolCallParser:
-    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise UserError(f"cannot import tool-call parser '{path}': {exc}") from exc
-    if not (isinstance(cls, type) and issubclass(cls, ToolCallParser)):
-        raise UserError(f"'{path}' is {cls!r}, not a ToolCallParser subclass")
-    return cls()
+    return PARSERS.get(name)()

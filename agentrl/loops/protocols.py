@@ -1,0 +1,46 @@
+"""The seams a loop and the rollout manager rely on, as protocols: what generates tokens, what it returns, and
+the tokenizer. `agentrl.rollout.client.LLMClient` and a transformers tokenizer satisfy them; so do the scripted
+fakes of `agentrl.loops.testing`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from agentrl.rollout.protocol import SamplingParams
+
+
+class Generation(Protocol):
+    """One generation: the tokens as the server produced them, never re-tokenized."""
+
+    token_ids: Sequence[int]
+    logprobs: list[float] | None
+    finish_reason: str | None
+    """`stop`, `length` or `abort`."""
+    policy_version: int | None
+    """The version of the weights that generated the tokens, when known."""
+
+
+class TokenGenerator(Protocol):
+    """Token ids in, a `Generation` out (see `agentrl.rollout.client.LLMClient`)."""
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
+    ) -> Generation: ...
+
+
+class Tokenizer(Protocol):
+    """The part of a Hugging Face tokenizer agentrl uses: encoding, decoding and the chat template."""
+
+    eos_token_id: int | None
+    pad_token_id: int | None
+    unk_token_id: int | None
+    chat_template: str | None
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
+
+    def convert_tokens_to_ids(self, tokens: str) -> int | None: ...
+
+    def apply_chat_template(self, conversation: list[dict[str, Any]], **kwargs: Any) -> Any: ...

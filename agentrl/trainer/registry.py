@@ -1,0 +1,61 @@
+"""The trainer's extension points: advantage estimators (`trainer.advantage`) and policy losses (`trainer.loss`).
+
+Both are `agentrl.registry.Registry`s whose built-ins are imported (with torch) only when first used, so a run's
+configuration is checked before torch loads. Register your own with `register_advantage` /
+`register_loss` (in `agentrl.trainer.algorithms` / `agentrl.trainer.losses`), or name a dotted path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrl.registry import Registry
+
+
+def _is_loss(obj: Any) -> bool:
+    from agentrl.trainer.losses import PolicyLoss
+
+    return isinstance(obj, PolicyLoss) or callable(obj)
+
+
+def _as_loss(name: str, obj: Any) -> Any:
+    """A `PolicyLoss`: as registered, or a bare token-level surrogate wrapped with its `default_agg`."""
+    from agentrl.trainer.losses import PolicyLoss
+
+    if isinstance(obj, PolicyLoss):
+        return obj
+    return PolicyLoss(name, obj, getattr(obj, "default_agg", "token-mean"))
+
+
+ADVANTAGES: Registry[Any] = Registry(
+    "advantage estimator",
+    {
+        "grpo": "agentrl.trainer.algorithms:grpo_advantage",
+        "gspo": "agentrl.trainer.algorithms:grpo_advantage",
+        "dr_grpo": "agentrl.trainer.algorithms:dr_grpo_advantage",
+        "rloo": "agentrl.trainer.algorithms:rloo_advantage",
+        "reinforce++": "agentrl.trainer.algorithms:reinforce_pp_baseline_advantage",
+    },
+    accepts=callable,
+    expected="an advantage estimator function (rewards, group_ids, *, eps) -> advantages",
+    example="my_pkg.advantages:my_estimator",
+)
+"""Advantage estimators by `trainer.advantage`: `(rewards [B], group_ids [B], *, eps) -> advantages [B]`."""
+
+LOSSES: Registry[Any] = Registry(
+    "policy loss",
+    {
+        "ppo_clip": "agentrl.trainer.losses:ppo_clip",
+        "dapo": "agentrl.trainer.losses:dapo",
+        "dual_clip": "agentrl.trainer.losses:dual_clip",
+        "cispo": "agentrl.trainer.losses:cispo",
+        "gspo": "agentrl.trainer.losses:gspo",
+        "sapo": "agentrl.trainer.losses:sapo",
+    },
+    accepts=_is_loss,
+    expected="a PolicyLoss or a token-level surrogate function",
+    example="my_pkg.losses:my_surrogate",
+    convert=_as_loss,
+    plural="policy losses",
+)
+"""Policy losses by `trainer.loss`, as `agentrl.trainer.losses.PolicyLoss`es."""
