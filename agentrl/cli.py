@@ -26,7 +26,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
     from agentrl.config import load_config
 
-    cfg = load_config(overrides=args.overrides)
+    cfg = load_config(overrides=args.overrides, check_run=False)  # shows the config; `train` checks the names
     print(OmegaConf.to_yaml(cfg.model_dump(by_alias=True, mode="json")), end="")
     return 0
 
@@ -50,17 +50,21 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
+
+    cfg = load_config(overrides=args.overrides)  # every name checked before the heavy imports
     from agentrl.runner import run_rollout
 
-    run_rollout(load_config(overrides=args.overrides))
+    run_rollout(cfg)
     return 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
+
+    cfg = load_config(overrides=args.overrides)  # every name checked before torch and the model load
     from agentrl.trainer.loop import train
 
-    train(load_config(overrides=args.overrides))
+    train(cfg)
     return 0
 
 

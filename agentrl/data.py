@@ -34,6 +34,29 @@ def load_samples(path: str | Path) -> list[Sample]:
     return [_to_sample(row, path, i) for i, row in enumerate(_read_rows(path))]
 
 
+def first_row_problem(path: str | Path) -> str | None:
+    """What is wrong with a dataset file, judged from its first row (None if nothing): missing, unreadable, empty,
+    a first row that is not a valid sample, or one naming an unknown agent loop."""
+    path = Path(path)
+    if not path.is_file():
+        return f"dataset file {path} does not exist; check the path (relative paths are looked up in the recipe folder)"
+    try:
+        row = next(iter(_read_rows(path, limit=1)), None)
+        if row is None:
+            return f"{path} holds no rows"
+        sample = _to_sample(row, path, 0)
+    except DatasetError as exc:
+        return str(exc)
+    except Exception as exc:  # a corrupt Parquet file, an unreadable file
+        return f"cannot read {path}: {type(exc).__name__}: {exc}"
+    if sample.agent_name:
+        from agentrl.loops.base import LOOPS
+
+        if problem := LOOPS.problem(sample.agent_name):
+            return f"{path}, row 0: agent_name: {problem}"
+    return None
+
+
 def load_datasets(paths: list[str]) -> list[Sample]:
     """Concatenate the samples of several files, in order."""
     return [s for p in paths for s in load_samples(p)]
@@ -67,14 +90,18 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
     return load_datasets(files)
 
 
-def _read_rows(path: Path) -> Iterator[Any]:
+def _read_rows(path: Path, limit: int | None = None) -> Iterator[Any]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
         yield from _read_jsonl(path)
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        yield from pq.read_table(path).to_pylist()
+        if limit is None:
+            yield from pq.read_table(path).to_pylist()
+        else:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=limit):
+                yield from batch.to_pylist()
     else:
         raise DatasetError(f"{path}: unknown dataset format {suffix!r}; use .jsonl or .parquet")
 

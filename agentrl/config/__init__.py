@@ -1,4 +1,4 @@
-"""Typed configuration: schema, recipe loading and dotted overrides."""
+"""Typed configuration: schema, recipe loading and dotted overrides, and `validate_run` (every name resolved)."""
 
 from agentrl.config.loader import ConfigError, available_recipes, find_recipe, load_config, validate
 from agentrl.config.schema import (
@@ -12,6 +12,7 @@ from agentrl.config.schema import (
     ToolSpec,
     TrainerConfig,
 )
+from agentrl.config.validate import validate_run
 
 __all__ = [
     "AgentConfig",
@@ -28,4 +29,5 @@ __all__ = [
     "find_recipe",
     "load_config",
     "validate",
+    "validate_run",
 ]

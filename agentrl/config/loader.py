@@ -64,15 +64,17 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         raise ConfigError([f"cannot parse overrides {overrides}: {exc}"]) from None
 
 
-def load_config(recipe: str | None = None, overrides: list[str] | None = None) -> AgentRLConfig:
+def load_config(recipe: str | None = None, overrides: list[str] | None = None, check_run: bool = True) -> AgentRLConfig:
     """Resolve and validate a run's configuration.
 
     Args:
         recipe: a recipe name (folder under recipes/), a recipe folder, or a YAML file; None for defaults only.
         overrides: dotted `key=value` strings; `recipe=NAME` among them selects the recipe too.
+        check_run: also resolve every name the config gives and check its data files (`validate_run`).
 
     Raises:
-        ConfigError: listing every unknown key and wrong value at once, with the valid keys near each.
+        ConfigError: listing every unknown key and wrong value at once, with the valid keys near each, then
+            (`check_run`) every unknown name, bad option and unusable data file.
     """
     overrides = list(overrides or [])
     recipe_override = [o for o in overrides if o.startswith("recipe=")]
@@ -93,7 +95,12 @@ def load_config(recipe: str | None = None, overrides: list[str] | None = None) -
     if recipe_path is not None:
         merged["recipe"] = recipe_path.parent.name
         _resolve_data_paths(merged, recipe_path.parent)
-    return validate(merged)
+    cfg = validate(merged)
+    if check_run:
+        from agentrl.config.validate import validate_run
+
+        validate_run(cfg)
+    return cfg
 
 
 def validate(raw: dict[str, Any]) -> AgentRLConfig:

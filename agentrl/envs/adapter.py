@@ -111,6 +111,15 @@ def adapter_class(env: gym.Env[Any, Any], path: str | None = None) -> type[EnvAd
         path = next((BUILTIN_ADAPTERS[n] for n in names if n in BUILTIN_ADAPTERS), None)
         if path is None:
             return EnvAdapter
+    return load_adapter(path)
+
+
+def load_adapter(path: str) -> type[EnvAdapter]:
+    """The `EnvAdapter` subclass at the dotted path `path` (`env.adapter`).
+
+    Raises:
+        UserError: `path` cannot be imported or is not an `EnvAdapter` subclass.
+    """
     cls = import_object(path, "env.adapter")
     if not (isinstance(cls, type) and issubclass(cls, EnvAdapter)):
         raise UserError(

@@ -31,6 +31,47 @@ def make_env(cfg: EnvConfig, kwargs: dict[str, Any] | None = None) -> gym.Env[An
     raise UserError("no environment configured: set env.id (e.g. FrozenLake-v1) or env.entry_point=pkg.mod:MyEnv")
 
 
+def env_problems(cfg: EnvConfig) -> list[str]:
+    """What is wrong with the `env:` section (empty if nothing), found without building the env: an id gymnasium
+    does not know, an entry point that cannot be imported, an adapter that is not an `EnvAdapter`."""
+    from agentrl.envs.adapter import load_adapter
+
+    checks: list[tuple[str, Any]] = []
+    if cfg.id:
+        checks.append(("env.id", lambda: _spec(cfg.id or "")))
+    if cfg.entry_point:
+        checks.append(("env.entry_point", lambda: _callable(cfg.entry_point or "", "env.entry_point")))
+    if cfg.adapter:
+        checks.append(("env.adapter", lambda: load_adapter(cfg.adapter or "")))
+    problems = []
+    for key, check in checks:
+        try:
+            check()
+        except UserError as exc:
+            problems.append(str(exc) if str(exc).startswith(key) else f"{key}: {exc}")
+    return problems
+
+
+def _spec(env_id: str) -> Any:
+    module, _, name = env_id.rpartition(":")
+    if module:  # "package:Env-v0": importing the package registers its envs (as gymnasium.make does)
+        import_object(f"{module}:__name__", "env.id")
+    try:
+        return gym.spec(name)
+    except gym.error.Error as exc:
+        raise UserError(
+            f"env.id={env_id!r} is not a registered gymnasium env ({exc}); check the id, import the package "
+            "that registers it with env.id=package:EnvId-v0, or set env.entry_point=pkg.mod:MyEnv instead"
+        ) from None
+
+
+def _callable(path: str, key: str) -> Any:
+    factory = import_object(path, key)
+    if not callable(factory):
+        raise UserError(f"{key}={path} is not a class or function returning a gymnasium.Env")
+    return factory
+
+
 def env_name(cfg: EnvConfig) -> str:
     """A short name of the configured env: its id, or the entry point's last part."""
     if cfg.id:
@@ -42,16 +83,7 @@ def env_name(cfg: EnvConfig) -> str:
 
 def _make_registered(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
     assert cfg.id is not None
-    module, _, env_id = cfg.id.rpartition(":")
-    if module:  # "package:Env-v0": importing the package registers its envs (as gymnasium.make does)
-        import_object(f"{module}:__name__", "env.id")
-    try:
-        spec = gym.spec(env_id)
-    except gym.error.Error as exc:
-        raise UserError(
-            f"env.id={cfg.id!r} is not a registered gymnasium env ({exc}); check the id, import the package "
-            "that registers it with env.id=package:EnvId-v0, or set env.entry_point=pkg.mod:MyEnv instead"
-        ) from None
+    spec = _spec(cfg.id)
     metadata = getattr(load_env_creator(spec.entry_point), "metadata", {}) if isinstance(spec.entry_point, str) else {}
     render_mode = _render_mode(cfg, metadata)
     try:
@@ -62,9 +94,7 @@ def _make_registered(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any
 
 def _make_from_entry_point(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
     assert cfg.entry_point is not None
-    factory = import_object(cfg.entry_point, "env.entry_point")
-    if not callable(factory):
-        raise UserError(f"env.entry_point={cfg.entry_point} is not a class or function returning a gymnasium.Env")
+    factory = _callable(cfg.entry_point, "env.entry_point")
     render_mode = _render_mode(cfg, getattr(factory, "metadata", {}))
     extra = {"render_mode": render_mode} if render_mode is not None else {}
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
-from agentrl.errors import InfrastructureError, UserError
+from agentrl.errors import InfrastructureError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, latest_checkpoint, save_checkpoint
@@ -38,15 +38,11 @@ def train(cfg: AgentRLConfig) -> Path:
 
 
 def prepare_config(cfg: AgentRLConfig) -> AgentRLConfig:
-    """Check the trainer settings that depend on each other; fill in the async-mode defaults."""
+    """Check the whole run (`validate_run`: names, options, data); fill in the async-mode defaults."""
+    from agentrl.config.validate import validate_run
+
+    validate_run(cfg)
     t = cfg.trainer
-    if t.resume and not cfg.output_dir:
-        raise UserError("trainer.resume=true needs output_dir=DIR: the run directory to continue")
-    if t.overlong_max_tokens is not None and not 0 < t.overlong_cache_tokens <= t.overlong_max_tokens:
-        raise UserError(
-            f"trainer.overlong_cache_tokens must be in (0, overlong_max_tokens={t.overlong_max_tokens}], "
-            f"got {t.overlong_cache_tokens}"
-        )
     if t.mode == "async" and t.stale_samples == "correct" and t.tis_cap is None:
         cfg = cfg.model_copy(deep=True)
         cfg.trainer.tis_cap = ASYNC_TIS_CAP

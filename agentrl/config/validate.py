@@ -1,0 +1,113 @@
+"""`validate_run`: resolve every name a run's config gives, before any model, server, container or Ray worker.
+
+Checked: `agent.name` (and the loop's own `agent.kwargs`, and that a tool-calling loop has `tools:`),
+`agent.tool_parser`, each `tools[].class`, each reward component's `type` and options, `trainer.advantage`,
+`trainer.loss`, the trainer settings that depend on each other, `env.id` / `env.entry_point` / `env.adapter`, and
+that every data file exists and its first row parses (and names a known loop, when it names one). Every problem
+is listed at once, each with its fix.
+"""
+
+from __future__ import annotations
+
+from agentrl.config.loader import ConfigError
+from agentrl.config.schema import AgentRLConfig
+
+
+def validate_run(cfg: AgentRLConfig) -> None:
+    """Check everything `cfg` names.
+
+    Raises:
+        ConfigError: listing every problem found.
+    """
+    problems = run_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+
+
+def run_problems(cfg: AgentRLConfig) -> list[str]:
+    """Every problem of `cfg` that `validate_run` reports (empty when it can run)."""
+    return [
+        *_agent_problems(cfg),
+        *_tool_problems(cfg),
+        *_reward_problems(cfg),
+        *_trainer_problems(cfg),
+        *_env_problems(cfg),
+        *_data_problems(cfg),
+    ]
+
+
+def _agent_problems(cfg: AgentRLConfig) -> list[str]:
+    from agentrl.loops.base import LOOPS
+    from agentrl.tools.parsers.registry import PARSERS
+
+    problems = []
+    name = loop_name(cfg)
+    if problem := LOOPS.problem(name):
+        problems.append(f"agent.name: {problem}")
+    else:
+        loop = LOOPS.get(name)
+        problems += loop.option_problems(cfg.agent.kwargs)
+        if loop.uses_tools and not cfg.tools:
+            problems.append(
+                f"agent.name={name} calls tools, but `tools:` is empty; add some, e.g. tools='[{{class: bash}}]'"
+            )
+    if problem := PARSERS.problem(cfg.agent.tool_parser):
+        problems.append(f"agent.tool_parser: {problem}")
+    return problems
+
+
+def loop_name(cfg: AgentRLConfig) -> str:
+    """The loop the run's rows play: `agent.name`, except that env runs left on `single_turn` play `gym`."""
+    if cfg.env.enabled and cfg.agent.name == "single_turn" and not cfg.data.train_files:
+        return "gym"
+    return cfg.agent.name
+
+
+def _tool_problems(cfg: AgentRLConfig) -> list[str]:
+    from agentrl.tools.registry import TOOLS
+
+    return [f"tools[{i}].class: {p}" for i, spec in enumerate(cfg.tools) if (p := TOOLS.problem(spec.class_))]
+
+
+def _reward_problems(cfg: AgentRLConfig) -> list[str]:
+    from agentrl.rewards.pipeline import reward_problems
+
+    return reward_problems(cfg.reward)
+
+
+def _trainer_problems(cfg: AgentRLConfig) -> list[str]:
+    from agentrl.trainer.registry import ADVANTAGES, LOSSES
+
+    t = cfg.trainer
+    problems = []
+    if problem := ADVANTAGES.problem(t.advantage):
+        problems.append(f"trainer.advantage: {problem}")
+    if problem := LOSSES.problem(t.loss):
+        problems.append(f"trainer.loss: {problem}")
+    if t.resume and not cfg.output_dir:
+        problems.append("trainer.resume=true needs output_dir=DIR: the run directory to continue")
+    if t.overlong_max_tokens is not None and not 0 < t.overlong_cache_tokens <= t.overlong_max_tokens:
+        problems.append(
+            f"trainer.overlong_cache_tokens must be in (0, overlong_max_tokens={t.overlong_max_tokens}], "
+            f"got {t.overlong_cache_tokens}"
+        )
+    return problems
+
+
+def _env_problems(cfg: AgentRLConfig) -> list[str]:
+    if not cfg.env.enabled and cfg.env.adapter is None:
+        return []
+    from agentrl.envs.factory import env_problems
+
+    return env_problems(cfg.env)
+
+
+def _data_problems(cfg: AgentRLConfig) -> list[str]:
+    from agentrl.data import first_row_problem
+
+    problems = []
+    for key in ("train_files", "eval_files"):
+        for i, path in enumerate(getattr(cfg.data, key)):
+            if problem := first_row_problem(path):
+                problems.append(f"data.{key}[{i}]: {problem}")
+    return problems
