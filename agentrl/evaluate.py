@@ -141,14 +141,14 @@ async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
 
 def result_row(traj: Trajectory) -> dict[str, Any]:
     """One trajectory's outcome, as a line of results.jsonl."""
-    resolved = [d.get("resolved") for d in traj.reward_details.values() if isinstance(d, dict) and "resolved" in d]
     return {
         "id": traj.metadata.get("sample_id"),
         "task": str(traj.metadata.get("data_source") or "default"),
         "sample_index": traj.sample_index,
         "reward": traj.reward,
         "components": traj.reward_components,
-        "resolved": bool(resolved and all(resolved)) if resolved else None,
+        "resolved": traj.success,
+        "failed": traj.failed,
         "stop_reason": str(traj.stop_reason),
         "turns": traj.num_turns,
         "generated_tokens": traj.num_generated_tokens,
@@ -174,6 +174,7 @@ def summarize_eval(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         "stop_reasons": stops,
         "mean_turns": sum(r["turns"] for r in rows) / n,
         "errors": sum(r["error"] is not None for r in rows),
+        "failed": sum(bool(r.get("failed")) for r in rows),
         "per_task": per_task(rows),
         "wall_s": round(wall_s, 2),
     }

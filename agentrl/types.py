@@ -129,6 +129,17 @@ class Trajectory(BaseModel):
         return sum(len(s.token_ids) for s in self.segments)
 
     @property
+    def success(self) -> bool | None:
+        """The environment's or grader's own success flag, when the trajectory has one: a `<source>/success`
+        metric (`env/success` of Gym envs, `gui/success` of GUI pages), else every `resolved` flag its reward
+        components reported (SWE-bench grading); None when it has neither."""
+        flags = [v >= 0.5 for k, v in self.metrics.items() if k.endswith("/success")]
+        if flags:
+            return all(flags)
+        resolved = [d["resolved"] for d in self.reward_details.values() if isinstance(d, dict) and "resolved" in d]
+        return all(bool(r) for r in resolved) if resolved else None
+
+    @property
     def failed(self) -> bool:
         """Whether an infrastructure failure ended it (`StopReason.is_failure`): data, not training data."""
         return self.stop_reason is not None and self.stop_reason.is_failure

@@ -95,6 +95,14 @@ class TrainerConfig(_Section):
         "gradient, so the update is the same for less compute (train/ metrics then cover the trained rows)",
     )
     max_sampling_rounds: int = Field(3, ge=1, description="dynamic sampling: generation rounds per step at most")
+    failed_trajectories: Literal["exclude", "zero_reward"] = Field(
+        "exclude",
+        description="trajectories ended by an infrastructure failure (server, sandbox, loop error, timeout, abort) "
+        "are saved and counted, and left out of advantages and the update (exclude), or trained with reward 0",
+    )
+    max_failed_fraction: float = Field(
+        0.5, ge=0, le=1, description="stop the run when a larger share of a step's trajectories failed"
+    )
     overlong_max_tokens: int | None = Field(None, ge=1, description="DAPO overlong penalty: L_max (None: off)")
     overlong_cache_tokens: int = Field(0, ge=0, description="DAPO overlong penalty: L_cache, the soft zone")
     resume: bool = Field(False, description="continue from the last checkpoint in output_dir")

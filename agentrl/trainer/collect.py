@@ -20,13 +20,19 @@ class CollectedBatch:
 
     step: int
     trajectories: list[Trajectory]
-    """Scored trajectories to train on (zero-variance groups already dropped under dynamic sampling)."""
+    """Scored trajectories to train on (zero-variance groups already dropped under dynamic sampling; failed ones
+    left out unless `trainer.failed_trajectories=zero_reward`)."""
     generated: list[Trajectory]
     """Everything generated for the step (for metrics and the saved trajectories)."""
     cursor_state: dict[str, int]
     """The data cursor right after this batch was drawn (saved with the checkpoint of this step)."""
     timings: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[Trajectory]:
+        """The generated trajectories an infrastructure failure ended."""
+        return [t for t in self.generated if t.failed]
 
 
 class BatchCollector:
@@ -70,11 +76,11 @@ class BatchCollector:
             generated.extend(scored)
             if not self.trainer.dynamic_sampling:
                 break
-            buffer.add(scored)
+            buffer.add(self._trainable(scored))
             if buffer.needed == 0:
                 break
             request = groups_to_request(buffer.needed, buffer.keep_ratio)
-        train_on = buffer.take() if self.trainer.dynamic_sampling else generated
+        train_on = buffer.take() if self.trainer.dynamic_sampling else self._trainable(generated)
         metrics = {"rollout/sampling_rounds": float(round_index + 1)}
         if self.trainer.dynamic_sampling:
             metrics["rollout/kept_groups"] = float(len({t.group_id for t in train_on}))
@@ -87,12 +93,22 @@ class BatchCollector:
         trajectories = await self.manager.run(batch, seed=seed)
         timings["rollout_s"] += time.perf_counter() - started
         started = time.perf_counter()
-        await self.rewards.ascore_batch(trajectories, [batch[t.metadata["sample_position"]] for t in trajectories])
-        self._shape(trajectories)
+        scored = [t for t in trajectories if not t.failed]  # a failed trajectory is no answer to grade
+        await self.rewards.ascore_batch(scored, [batch[t.metadata["sample_position"]] for t in scored])
+        self._shape(scored)
         timings["reward_s"] += time.perf_counter() - started
         for traj in trajectories:
             traj.metadata["step"] = step
+            if traj.failed:
+                traj.reward = 0.0 if self.trainer.failed_trajectories == "zero_reward" else None
         return trajectories
+
+    def _trainable(self, trajectories: list[Trajectory]) -> list[Trajectory]:
+        """All of them under `failed_trajectories=zero_reward`; else those no infrastructure failure ended (a
+        group that lost members is normalised over the rest)."""
+        if self.trainer.failed_trajectories == "zero_reward":
+            return trajectories
+        return [t for t in trajectories if not t.failed]
 
     def _shape(self, trajectories: list[Trajectory]) -> None:
         max_tokens = self.trainer.overlong_max_tokens

@@ -14,17 +14,18 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
-from agentrl.errors import InfrastructureError
+from agentrl.errors import InfrastructureError, TooManyFailuresError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
-from agentrl.trainer.checkpoint_dir import TrainerState, latest_checkpoint, save_checkpoint
+from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
 from agentrl.trainer.collect import BatchCollector, CollectedBatch
-from agentrl.trainer.metrics import rollout_metrics
+from agentrl.trainer.metrics import failure_metrics, rollout_metrics
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness
 from agentrl.types import Trajectory
@@ -62,6 +63,8 @@ class Trainer:
         self.rewards = RewardPipeline(cfg.reward)
         self.version = 0
         """The policy version the rollout servers hold (= training steps done)."""
+        self.done: tuple[int, dict[str, int] | None] = (0, None)
+        """The last finished step and the data cursor after its batch (checkpointed on an infrastructure failure)."""
 
     async def run(self) -> Path:
         from agentrl.models import load_tokenizer, resolve_model
@@ -137,6 +140,7 @@ class Trainer:
             with progress:
                 for step in range(first, t.steps + 1):
                     batch = await _next_batch(queue, producer)
+                    self._stop_on_failures(batch)
                     metrics = await asyncio.to_thread(self._train_and_sync, batch)
                     async with updated:
                         self.version = step
@@ -144,13 +148,45 @@ class Trainer:
                     self._log(metrics, step)
                     progress.advance(step, metrics)
                     self._save_trajectories(step, batch.generated)
+                    self.done = (step, batch.cursor_state)
                     if t.save_every and step % t.save_every == 0:
-                        self._checkpoint(step, batch)
+                        self._checkpoint(step, batch.cursor_state)
                     if t.eval_every and step % t.eval_every == 0:
                         await self._evaluate(step)
+        except InfrastructureError:
+            self._save_state()
+            raise
         finally:
             producer.cancel()
             await asyncio.gather(producer, return_exceptions=True)
+
+    def _stop_on_failures(self, batch: CollectedBatch) -> None:
+        """Raise `TooManyFailuresError` (after saving the step's trajectories) when more of the step's trajectories
+        failed for infrastructure reasons than `trainer.max_failed_fraction`."""
+        failed, total = batch.failed, len(batch.generated)
+        limit = self.cfg.trainer.max_failed_fraction
+        if not total or len(failed) <= limit * total:
+            return
+        saved = self._save_trajectories(batch.step, batch.generated)
+        reasons = ", ".join(f"{r}: {n}" for r, n in Counter(str(t.stop_reason) for t in failed).most_common())
+        raise TooManyFailuresError(
+            f"step {batch.step}: {len(failed)} of {total} trajectories failed for infrastructure reasons ({reasons}), "
+            f"more than trainer.max_failed_fraction={limit:g}; not training on them. First error: "
+            f"{next((t.error for t in failed if t.error), 'none recorded')}. The step's trajectories are in {saved}. "
+            "Fix what failed (are the rollout servers and the Docker engine up?), or raise "
+            "trainer.max_failed_fraction to train on the rest."
+        )
+
+    def _save_state(self) -> None:
+        """Checkpoint the last finished step (unless it has one) so that `trainer.resume=true` continues there."""
+        step, cursor = self.done
+        if step == 0 or cursor is None or (checkpoint_root(self.out) / f"step_{step:06d}").exists():
+            return
+        try:
+            self._checkpoint(step, cursor)
+            print(f"saved the run's state at step {step}: continue with trainer.resume=true output_dir={self.out}")
+        except Exception as exc:  # the backend itself may be what failed
+            print(f"could not save the run's state at step {step}: {type(exc).__name__}: {exc}")
 
     def _train_and_sync(self, batch: CollectedBatch) -> dict[str, Any]:
         """One policy step on `batch` and the weight push (runs in a worker thread)."""
@@ -191,16 +227,18 @@ class Trainer:
     def _log(self, metrics: dict[str, Any], step: int) -> None:
         self.metrics.log(metrics, step=step)
 
-    def _checkpoint(self, step: int, batch: CollectedBatch) -> None:
-        state = TrainerState(step=step, cursor=batch.cursor_state, version=step)
+    def _checkpoint(self, step: int, cursor: dict[str, int]) -> None:
+        state = TrainerState(step=step, cursor=cursor, version=step)
         save_checkpoint(self.out, state, self.backend.save)
 
-    def _save_trajectories(self, step: int, trajectories: list[Trajectory]) -> None:
+    def _save_trajectories(self, step: int, trajectories: list[Trajectory]) -> Path:
         folder = self.out / "trajectories"
         folder.mkdir(exist_ok=True)
-        with gzip.open(folder / f"step_{step:04d}.jsonl.gz", "wt") as f:
+        path = folder / f"step_{step:04d}.jsonl.gz"
+        with gzip.open(path, "wt") as f:
             for traj in trajectories:
                 f.write(traj.to_json() + "\n")
+        return path
 
 
 async def _next_batch(queue: asyncio.Queue[CollectedBatch], producer: asyncio.Task[None]) -> CollectedBatch:
@@ -215,11 +253,18 @@ async def _next_batch(queue: asyncio.Queue[CollectedBatch], producer: asyncio.Ta
 
 
 def eval_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
-    """`eval/reward_mean` and `eval/success_rate` (the share that earned the full reward of 1)."""
+    """`eval/reward_mean`, `eval/success_rate` and `eval/failed`.
+
+    Success is the environment's or grader's own flag (`Trajectory.success`: `env/success`, SWE `resolved`, GUI
+    success) when a trajectory has one, else earning the full reward of 1. A trajectory an infrastructure failure
+    ended counts as no success (and in `eval/failed`).
+    """
     rewards = [t.reward or 0.0 for t in trajectories]
+    succeeded = [t.success if t.success is not None else (t.reward or 0.0) >= 1.0 - 1e-6 for t in trajectories]
     return {
         "eval/reward_mean": _mean(rewards),
-        "eval/success_rate": _mean([float(r >= 1.0 - 1e-6) for r in rewards]),
+        "eval/success_rate": _mean([float(s and not t.failed) for s, t in zip(succeeded, trajectories, strict=True)]),
+        **failure_metrics(trajectories, "eval"),
     }
 
 

@@ -9,10 +9,12 @@ from agentrl.types import Trajectory
 
 
 def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[str, float]:
-    """Reward mean/std (total and per component), lengths, turns, stop-reason shares, errors and tokens/s."""
+    """Reward mean/std (total and per component, over the scored trajectories), lengths, turns, stop-reason
+    shares, errors, infrastructure failures and tokens/s."""
     if not trajectories:
         return {"rollout/trajectories": 0.0}
-    rewards = [t.reward or 0.0 for t in trajectories]
+    scored = [t for t in trajectories if t.reward is not None] or trajectories
+    rewards = [t.reward or 0.0 for t in scored]
     lengths = [t.num_generated_tokens for t in trajectories]
     out = {
         "rollout/trajectories": float(len(trajectories)),
@@ -22,12 +24,21 @@ def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[st
         "rollout/response_tokens_max": float(max(lengths)),
         "rollout/turns_mean": statistics.fmean(t.num_turns for t in trajectories),
         "rollout/errors": float(sum(t.error is not None for t in trajectories)),
+        **failure_metrics(trajectories, "rollout"),
         "perf/rollout_tokens_per_s": sum(lengths) / rollout_s if rollout_s > 0 else 0.0,
     }
     out.update(_component_means(trajectories))
     for reason, count in Counter(str(t.stop_reason) for t in trajectories).items():
         out[f"rollout/stop_reason/{reason}"] = count / len(trajectories)
     return out
+
+
+def failure_metrics(trajectories: list[Trajectory], prefix: str) -> dict[str, float]:
+    """`<prefix>/failed` (trajectories an infrastructure failure ended) and `<prefix>/failed/<stop reason>`."""
+    failed = Counter(str(t.stop_reason) for t in trajectories if t.failed)
+    return {f"{prefix}/failed": float(sum(failed.values()))} | {
+        f"{prefix}/failed/{reason}": float(n) for reason, n in failed.items()
+    }
 
 
 def _component_means(trajectories: list[Trajectory]) -> dict[str, float]:

@@ -74,6 +74,7 @@ def trajectory_view(
         "details": traj.reward_details,
         "stop": str(traj.stop_reason) if traj.stop_reason is not None else None,
         "error": traj.error,
+        "failed": traj.failed,
         "turns": traj.num_turns,
         "timings": traj.timings,
         "metrics": traj.metrics,

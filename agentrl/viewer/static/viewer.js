@@ -135,7 +135,10 @@
       el("span", { class: `badge stop-${stopOf(t)}`, text: stopOf(t) }),
       el("span", { text: `#${t.sample_index} · ${t.turns} turns` }),
       t.drift ? el("span", { class: "badge drift", text: "drift" }) : null,
-      t.error ? el("span", { class: "badge stop-error", text: "error" }) : null
+      t.error ? el("span", { class: "badge stop-error", text: "error" }) : null,
+      t.failed
+        ? el("span", { class: "badge stop-error", text: "not trained", title: "infrastructure failure" })
+        : null
     );
   }
 
