@@ -5,13 +5,22 @@ agentrl rollout data.eval_files=[examples/guess_number.jsonl] agent.name=example
 
 import re
 
-from agentrl.loops import AgentLoopBase, register_loop
+from pydantic import Field
+
+from agentrl.loops import AgentLoopBase, LoopOptions, register_loop
 from agentrl.types import Message, StopReason
+
+
+class GuessOptions(LoopOptions):
+    hints: bool = Field(True, description="answer wrong guesses with higher/lower")
 
 
 @register_loop("guess_number")
 class GuessNumberLoop(AgentLoopBase):
-    """The model guesses a secret number (the row's ground_truth); each wrong guess gets "higher"/"lower"."""
+    """The model guesses a secret number (the row's ground_truth); each wrong guess gets "higher"/"lower"
+    (or only "Wrong." with `agent.kwargs.hints=false`)."""
+
+    Options = GuessOptions  # optional: checks agent.kwargs before the run starts
 
     async def run(self, sample, ctx):
         secret = int(sample.ground_truth)
@@ -25,6 +34,8 @@ class GuessNumberLoop(AgentLoopBase):
                 ctx.trajectory.reward = 1.0 / ctx.trajectory.num_turns
                 ctx.trajectory.stop_reason = StopReason.DONE
                 return ctx.trajectory
+            elif not self.options.hints:
+                feedback = "Wrong."
             else:
                 feedback = "Higher." if int(match.group()) < secret else "Lower."
             ctx.add_messages([Message(role="user", content=feedback)])

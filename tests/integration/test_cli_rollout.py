@@ -25,6 +25,7 @@ def test_custom_loop_example_runs(hf_server_url, tmp_path, monkeypatch):
             "rollout.n=1",
             "rollout.max_tokens=12",
             "agent.max_turns=2",
+            "agent.kwargs.hints=false",
             f"output_dir={tmp_path}",
         ]
     )
@@ -33,6 +34,8 @@ def test_custom_loop_example_runs(hf_server_url, tmp_path, monkeypatch):
     assert len(trajs) == 4
     for t in trajs:
         assert t.error is None and t.agent_name.endswith("GuessNumberLoop")
+        feedback = [m.content for m in t.messages[1:] if m.role == "user"]
+        assert set(feedback) <= {"Wrong.", "Answer with a single number."}  # the option reached the loop
         assert t.stop_reason in (StopReason.DONE, StopReason.MAX_TURNS, StopReason.MAX_TOKENS)
         assert t.num_generated_tokens > 0
     summary = json.loads((tmp_path / "summary.json").read_text())

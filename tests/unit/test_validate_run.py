@@ -122,3 +122,11 @@ def test_load_config_runs_it_and_raises_every_problem_at_once() -> None:
     assert len(raised.value.problems) == 2
     assert "Did you mean 'hermes'?" in raised.value.problems[0]
     validate_run(load_config("quickstart"))  # the recipe itself is fine
+
+
+def test_the_readme_custom_loop_options_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    name = "examples.custom_loop:GuessNumberLoop"
+    assert run_problems(config(agent={"name": name, "kwargs": {"hints": False}})) == []
+    (problem,) = run_problems(config(agent={"name": name, "kwargs": {"hint": False}}))
+    assert problem == "agent.kwargs.hint: Extra inputs are not permitted (options of GuessNumberLoop: hints)"
