@@ -37,15 +37,17 @@ def run_problems(cfg: AgentRLConfig) -> list[str]:
 
 
 def _agent_problems(cfg: AgentRLConfig) -> list[str]:
+    from agentrl.errors import UserError
     from agentrl.loops.base import LOOPS
     from agentrl.tools.parsers.registry import PARSERS
 
     problems = []
     name = loop_name(cfg)
-    if problem := LOOPS.problem(name):
-        problems.append(f"agent.name: {problem}")
+    try:
+        loop = LOOPS.get(name)  # imports the loop's module: a built-in may need an optional package
+    except UserError as exc:
+        problems.append(f"agent.name: {exc}")
     else:
-        loop = LOOPS.get(name)
         problems += loop.option_problems(cfg.agent.kwargs)
         if loop.uses_tools and not cfg.tools:
             problems.append(

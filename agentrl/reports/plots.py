@@ -86,8 +86,8 @@ def reward_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
 
 
 def eval_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
-    """Held-out reward and success rate (every `eval/…` series)."""
-    return _lines(run, run.matching("eval/"), "held-out")
+    """Held-out reward and success rate (every `eval/…` rate; the `eval/failed…` counts are not rates)."""
+    return _lines(run, [s for s in run.matching("eval/") if not s.startswith("eval/failed")], "held-out")
 
 
 def length_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
