@@ -17,13 +17,13 @@ from tests.integration.faults import fault_injecting_proxy
 pytestmark = pytest.mark.integration
 
 ROLLOUT_SEED = 11
-STEP_SEED = ROLLOUT_SEED + 7919  # the seed BatchCollector gives step 1 (round 0)
 # (batch position, sample index) of the trajectories whose requests fail: 3 of 8, two of them in one group
 BROKEN = {(0, 0), (1, 1), (1, 2)}
 
 
-def failing_seeds() -> set[int]:
-    return {trajectory_seed(STEP_SEED, pos, k) for pos, k in BROKEN}  # a single-turn trajectory: turn 0's seed
+def failing_seeds(step: int = 1) -> set[int]:
+    step_seed = ROLLOUT_SEED + 7919 * step  # the seed BatchCollector gives the step (round 0)
+    return {trajectory_seed(step_seed, pos, k) for pos, k in BROKEN}  # a single-turn trajectory: turn 0's seed
 
 
 def train(url, out, *overrides, expect: int) -> None:
@@ -44,8 +44,8 @@ def train(url, out, *overrides, expect: int) -> None:
     assert main(args) == expect
 
 
-def saved(out) -> list[Trajectory]:
-    with gzip.open(out / "trajectories" / "step_0001.jsonl.gz", "rt") as f:
+def saved(out, step: int = 1) -> list[Trajectory]:
+    with gzip.open(out / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
         return [Trajectory.from_json(line) for line in f]
 
 
@@ -65,13 +65,18 @@ def test_failed_trajectories_are_saved_and_counted_but_not_trained(hf_server_url
     assert metrics["train/rows_trained"] == 5.0  # the 5 that got through, and only those
 
 
-def test_a_step_past_the_failure_limit_stops_the_run(hf_server_url, tmp_path, capsys):
-    with fault_injecting_proxy(hf_server_url, failing_seeds()) as proxy:
-        train(proxy.url, tmp_path / "faulty", "trainer.max_failed_fraction=0.25", expect=1)
-    err = capsys.readouterr().err
-    assert "step 1: 3 of 8 trajectories failed for infrastructure reasons (server_error: 3)" in err
+def test_a_step_past_the_failure_limit_stops_the_run_and_saves_its_state(hf_server_url, tmp_path, capsys):
+    # step 1 is sound; step 2 loses 3 of 8 trajectories, more than the limit of 25 %
+    with fault_injecting_proxy(hf_server_url, failing_seeds(step=2)) as proxy:
+        train(proxy.url, tmp_path, "trainer.steps=2", "trainer.max_failed_fraction=0.25", expect=1)
+    out, err = capsys.readouterr()
+    assert "step 2: 3 of 8 trajectories failed for infrastructure reasons (server_error: 3)" in err
     assert "more than trainer.max_failed_fraction=0.25; not training on them" in err
     assert "injected fault: engine crashed" in err  # the first error, to start from
-    assert len(saved(tmp_path / "faulty")) == 8  # the step's trajectories are kept for a look
-    metrics = tmp_path / "faulty" / "metrics.jsonl"
-    assert not metrics.exists() or metrics.read_text().strip() == ""  # nothing was trained or logged as a step
+    assert "Traceback" in err  # an infrastructure failure keeps its traceback
+    assert len(saved(tmp_path, step=2)) == 8  # the failed step's trajectories are kept for a look
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1]  # step 2 was not trained
+    # the run's state at the last finished step is saved, to continue from
+    assert (tmp_path / "checkpoints" / "step_000001" / "trainer_state.json").is_file()
+    assert f"continue with trainer.resume=true output_dir={tmp_path}" in out
