@@ -111,12 +111,16 @@ def quickstart_samples():
 
 
 def test_single_turn_rollout(hf_server_url, default_tokenizer, quickstart_samples):
-    trajs = rollout(hf_server_url, default_tokenizer, quickstart_samples, AgentConfig(name="single_turn"))
+    trajs = rollout(
+        hf_server_url, default_tokenizer, quickstart_samples, AgentConfig(name="single_turn"), max_tokens=16
+    )
     assert len(trajs) == 6
     for traj in trajs:
         assert traj.num_turns == 1
-        assert_stop_reason_matches_reply(traj, default_tokenizer, max_tokens=32)
+        assert_stop_reason_matches_reply(traj, default_tokenizer, max_tokens=16)
         assert_exact(traj, default_tokenizer)
+    # greedy replies of 24 and 7 tokens: at 16 one prompt's reply is cut, the others end on their own
+    assert {traj.stop_reason for traj in trajs} == {StopReason.DONE, StopReason.MAX_TOKENS}
     # greedy: both samples of a group are identical
     assert trajs[0].token_ids == trajs[1].token_ids
 
