@@ -123,8 +123,12 @@ def test_32_concurrent_requests(server, reference) -> None:
     results = asyncio.run(all_of_them())
     for data in results:
         choice = data["choices"][0]
-        assert choice["finish_reason"] in ("stop", "length")
-        assert 1 <= len(choice["token_ids"]) <= 16
+        ids = choice["token_ids"]
+        assert 1 <= len(ids) <= 16
+        if choice["finish_reason"] == "stop":  # the model ended its turn (no stop strings were asked for)
+            assert ids[-1] == tokenizer.eos_token_id
+        else:  # cut at max_tokens
+            assert choice["finish_reason"] == "length" and len(ids) == 16 and ids[-1] != tokenizer.eos_token_id
         assert choice["message"]["content"] == tokenizer.decode(choice["token_ids"], skip_special_tokens=True)
 
 

@@ -5,8 +5,10 @@ The reward model's weights are TINY and RANDOM (no trained reward model ships of
 tokenizer, chat template, batching and plumbing. Judge calls are capped at 16 tokens to keep this quick.
 """
 
+import ast
 import asyncio
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from agentrl.rewards.model import SequenceClassifierScorer
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.rewards.similarity import encoder_path
 from agentrl.rewards.testing import build_tiny_reward_model
+from agentrl.rewards.verdict import parse_score
 from agentrl.rollout.client import LLMClient
 from agentrl.rollout.testing import FakeCompletionServer
 from agentrl.types import Message, Sample, Trajectory
@@ -24,6 +27,15 @@ from agentrl.types import Message, Sample, Trajectory
 pytestmark = pytest.mark.integration
 
 QUESTIONS = [("What is the capital of France? Answer in one word.", "Paris"), ("What is 2 + 3?", "5")]
+
+# SmolLM2-135M cannot grade. Asked with the default rubric prompt it answers the question itself ("2 + 3 = 5");
+# over 21 answers (fixed and sampled) none of nine grading prompts tried (few-shot grades, reference comparison,
+# system-prompt variants) got a readable score for more than 5. Asked to copy a verdict line it did so for 21
+# of 21, but only with nothing else in the prompt (with the question and response beside the line: at most 6
+# of 21). So this judge's prompt holds no trajectory: it gives the real model's real reply a known score, so
+# that a test can require a verdict and check the score parsed from it.
+COPY_JUDGE = {"system_prompt": "You copy text exactly.", "template": "Copy the text below exactly.\n\nScore: 7"}
+COPIED_SCORE = 0.7
 
 
 def sample(question, answer=None):
@@ -54,20 +66,49 @@ def real_trajectories(hf_server_url, default_tokenizer):
     return trajectories, [samples[t.metadata["sample_position"]] for t in trajectories]
 
 
+def judge_reply(details):
+    """The judge model's reply, from a verdict or from the error an unreadable reply left."""
+    if "verdict" in details:
+        return details["verdict"]
+    (error,) = details["errors"]
+    assert error.startswith("unreadable verdict: "), error  # a reply came back (not a connection error)
+    return ast.literal_eval(error.removeprefix("unreadable verdict: "))
+
+
+def assert_copied_verdict(t, name="judge"):
+    """The copy judge's real reply is a readable verdict, and the component's score is the one it states."""
+    details = t.reward_details[name]
+    assert "verdict" in details, details
+    stated = re.fullmatch(r"\s*Score:\s*(\d+)\s*", details["verdict"])
+    assert stated, details["verdict"]
+    assert t.reward_components[name] == pytest.approx(int(stated.group(1)) / 10) == pytest.approx(COPIED_SCORE)
+
+
 def test_judge_runs_through_litellm_against_the_hf_server(hf_server_url):
-    spec = {"name": "judge", "type": "judge", "model": "openai/smollm2", "api_base": f"{hf_server_url}/v1"}
-    pipe = RewardPipeline(RewardConfig(components=[{**spec, "max_tokens": 16, "retries": 0}]))
-    judge = pipe.components[0].component
+    spec = {"type": "judge", "model": "openai/smollm2", "api_base": f"{hf_server_url}/v1", "max_tokens": 16}
+    pipe = RewardPipeline(
+        RewardConfig(
+            components=[
+                {**spec, "name": "rubric", "retries": 0},  # the default grading prompt
+                {**spec, "name": "judge", "retries": 0, **COPY_JUDGE},
+            ]
+        )
+    )
+    rubric, judge = (c.component for c in pipe.components)
     ts = [traj(q, a) for q, a in QUESTIONS]
     pipe.score_batch(ts, [sample(q, a) for q, a in QUESTIONS])
-    assert judge.calls == len(QUESTIONS)
+    assert rubric.calls == judge.calls == len(QUESTIONS)
     for t in ts:
-        details = t.reward_details["judge"]
-        if "verdict" in details:  # the 135M model gave a readable score
-            assert 0.0 <= t.reward_components["judge"] <= 1.0 and details["verdict"]
-        else:  # a real completion came back, but not a score: the fallback and its reason are recorded
-            assert details["policy"] == "zero" and t.reward_components["judge"] == 0.0
-            assert details["errors"] and all(e.startswith("unreadable verdict") for e in details["errors"])
+        assert_copied_verdict(t)
+        # The rubric judge's reply is whatever the model says; its outcome must be what that reply parses to.
+        details = t.reward_details["rubric"]
+        reply = judge_reply(details)
+        expected = parse_score(reply)
+        if expected is None:  # unreadable: no verdict, the fallback (score 0) and its reason are recorded
+            assert "verdict" not in details and details["policy"] == "zero" and t.reward_components["rubric"] == 0.0
+        else:
+            assert details["verdict"] == reply and 0.0 <= expected <= 1.0
+            assert t.reward_components["rubric"] == pytest.approx(expected)
 
 
 def test_judge_faults_through_litellm_fall_back():
@@ -120,7 +161,12 @@ def test_reward_model_scores_a_batch_like_one_by_one(tiny_rm, real_trajectories)
 
 
 def test_hybrid_of_rule_model_encoder_and_judge_scores_real_trajectories(hf_server_url, tiny_rm, real_trajectories):
-    trajectories, samples = real_trajectories
+    real, real_samples = real_trajectories
+    # Two blank answers (a reply that is only an end-of-turn token) fail the `answered` gate: the judge must
+    # not be asked about them, and they must score 0 for it.
+    blank = [traj(q, "") for q, _ in QUESTIONS]
+    trajectories = [*real, *blank]
+    samples = [*real_samples, *(sample(q, a) for q, a in QUESTIONS)]
     config = RewardConfig(
         on_failure="skip",
         components=[
@@ -144,18 +190,30 @@ def test_hybrid_of_rule_model_encoder_and_judge_scores_real_trajectories(hf_serv
                 "max_tokens": 16,
                 "retries": 0,
                 "gate": {"component": "answered", "min": 1.0},
+                **COPY_JUDGE,
             },
         ],
     )
     pipe = RewardPipeline(config)
+    judge = pipe.components[-1].component
     rewards = asyncio.run(pipe.ascore_batch(trajectories, samples))
-    assert len(rewards) == len(trajectories) == 4
+    assert len(rewards) == len(trajectories) == 6
+    weights = {c.name: c.weight for c in pipe.components}
     for t, reward in zip(trajectories, rewards, strict=True):
         assert t.reward == reward and math.isfinite(reward)
         assert set(t.reward_details) == {"correct", "answered", "rm", "sim", "judge"}
-        assert {"correct", "rm", "sim"} <= set(t.reward_components)
+        assert set(t.reward_components) == {"correct", "answered", "rm", "sim", "judge"}
         assert 0.0 < t.reward_components["rm"] < 1.0 and "raw_score" in t.reward_details["rm"]
         assert "cosine" in t.reward_details["sim"]
-        judge = t.reward_details["judge"]
-        assert "verdict" in judge or "gated" in judge or "error" in judge
+        assert reward == pytest.approx(sum(weights[k] * v for k, v in t.reward_components.items()))
         Trajectory.from_json(t.to_json())  # details are saved with the trajectory
+    for t in real:  # every real reply says something: the gate opens and the judge's verdict is scored
+        assert t.reward_components["answered"] == 1.0
+        assert "gated" not in t.reward_details["judge"]
+        assert_copied_verdict(t)
+    for t in blank:  # the gate stays shut: no judge call, no verdict, the gate's `otherwise: zero`
+        assert t.reward_components["answered"] == 0.0
+        assert t.reward_details["judge"] == {"gated": True, "gate": "answered", "gate_score": 0.0, "policy": "zero"}
+        assert t.reward_components["judge"] == 0.0
+    # one call per distinct real (question, answer): a group's identical answers share one; blanks get none
+    assert judge.calls == len({(t.messages[0].content, t.messages[-1].content) for t in real})
