@@ -64,7 +64,8 @@ class Trainer:
         self.version = 0
         """The policy version the rollout servers hold (= training steps done)."""
         self.done: tuple[int, dict[str, int] | None] = (0, None)
-        """The last finished step and the data cursor after its batch (checkpointed on an infrastructure failure)."""
+        """The last step the policy took and the data cursor after its batch (checkpointed on an infrastructure
+        failure, so that a resumed run continues with the next step)."""
 
     async def run(self) -> Path:
         from agentrl.models import load_tokenizer, resolve_model
@@ -148,7 +149,6 @@ class Trainer:
                     self._log(metrics, step)
                     progress.advance(step, metrics)
                     self._save_trajectories(step, batch.generated)
-                    self.done = (step, batch.cursor_state)
                     if t.save_every and step % t.save_every == 0:
                         self._checkpoint(step, batch.cursor_state)
                     if t.eval_every and step % t.eval_every == 0:
@@ -180,10 +180,11 @@ class Trainer:
     def _save_state(self) -> None:
         """Checkpoint the last finished step (unless it has one) so that `trainer.resume=true` continues there."""
         step, cursor = self.done
-        if step == 0 or cursor is None or (checkpoint_root(self.out) / f"step_{step:06d}").exists():
+        if step == 0 or cursor is None:
             return
         try:
-            self._checkpoint(step, cursor)
+            if not (checkpoint_root(self.out) / f"step_{step:06d}").exists():
+                self._checkpoint(step, cursor)
             print(f"saved the run's state at step {step}: continue with trainer.resume=true output_dir={self.out}")
         except Exception as exc:  # the backend itself may be what failed
             print(f"could not save the run's state at step {step}: {type(exc).__name__}: {exc}")
@@ -200,6 +201,7 @@ class Trainer:
         metrics["rollout/stale_trajectories"] = float(len(stale))
         started = time.perf_counter()
         metrics.update(self.backend.step(trainable) if trainable else {"train/skipped": 1.0})
+        self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)
         train_s = time.perf_counter() - started
         metrics["perf/weight_sync_s"] = self.sync.push(self.backend.state_dict(), version=batch.step)
         metrics.update({f"perf/{k}": v for k, v in batch.timings.items()})
