@@ -215,7 +215,8 @@ class _Policy:
             key = os.environ.get(self.opts.api_key_env) if self.opts.api_key_env else None
             base = None if self.opts.base_url == "default" else self.opts.base_url
             return ChatPolicy(self.cfg.model, self.tokenizer, base, key, self.cfg.rollout.request_timeout_s)
-        urls = await self._stack.enter_async_context(rollout_servers(self.cfg, self.model_path))
+        servers = await self._stack.enter_async_context(rollout_servers(self.cfg, self.model_path))
+        urls = [s.url for s in servers]
         return await self._stack.enter_async_context(LLMClient(urls, timeout=self.cfg.rollout.request_timeout_s))
 
     async def __aexit__(self, *exc: object) -> None:

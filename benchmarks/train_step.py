@@ -134,6 +134,7 @@ def alternate(
 
 def weight_sync_times(backend: Any, model_path: str, repeats: int) -> list[tuple[float, float]]:
     """(state_dict seconds, push seconds) per round, pushing to a freshly started hf server."""
+    from agentrl.rollout.handles import HFServer
     from agentrl.rollout.servers.hf.launch import launch_hf_server
     from agentrl.trainer.sync import WeightSync
 
@@ -141,7 +142,7 @@ def weight_sync_times(backend: Any, model_path: str, repeats: int) -> list[tuple
     handle = launch_hf_server(model_path, max_model_len=512)
     try:
         print(f"hf server up at {handle.url} in {time.perf_counter() - started:.0f} s", flush=True)
-        sync = WeightSync([handle.url])
+        sync = WeightSync([HFServer(handle.url)])
         sync.push(backend.state_dict())  # warm-up: the server's first load pays one-time costs
         rounds = []
         for i in range(repeats):

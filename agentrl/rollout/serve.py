@@ -11,42 +11,24 @@ import contextlib
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig
-from agentrl.errors import UserError
-
-
-def start_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, host: str = "127.0.0.1") -> Any:
-    """Start one server of `cfg.rollout.backend`; returns a handle with `.url` and `.stop()`."""
-    backend = cfg.rollout.backend
-    if backend == "hf":
-        from agentrl.rollout.servers.hf.launch import launch_hf_server
-
-        return launch_hf_server(model_path, port, host=host, max_model_len=cfg.rollout.max_model_len)
-    if backend == "vllm":
-        from agentrl.rollout.servers.vllm import VLLMServer
-
-        return VLLMServer.launch(model_path, port=port, host=host, max_model_len=cfg.rollout.max_model_len)
-    if backend == "sglang":
-        from agentrl.rollout.servers.sglang import SGLangServer
-
-        return SGLangServer.launch(model_path, port=port, host=host)
-    raise UserError(f"unknown rollout.backend {backend!r}; use hf, vllm or sglang")
+from agentrl.rollout.handles import RolloutServer, connect_server, launch_server
 
 
 @contextlib.asynccontextmanager
-async def rollout_servers(cfg: AgentRLConfig, model_path: str) -> AsyncIterator[list[str]]:
-    """Yield the base URLs of the run's rollout servers, started here unless `rollout.urls` is set."""
+async def rollout_servers(cfg: AgentRLConfig, model_path: str) -> AsyncIterator[list[RolloutServer]]:
+    """Yield handles on the run's rollout servers: started here, or the `rollout.urls` ones (of
+    `rollout.backend`, serving `model_path`). The servers started here are stopped afterwards."""
     if cfg.rollout.urls:
-        yield list(cfg.rollout.urls)
+        yield [connect_server(url, cfg.rollout.backend, model_path) for url in cfg.rollout.urls]
         return
-    handles: list[Any] = []
+    handles: list[RolloutServer] = []
     try:
         for _ in range(cfg.rollout.num_replicas):
-            handles.append(await asyncio.to_thread(start_server, cfg, model_path))
-        yield [h.url for h in handles]
+            handles.append(await asyncio.to_thread(launch_server, cfg, model_path))
+        yield handles
     finally:
         for h in handles:
             h.stop()
@@ -58,7 +40,7 @@ def serve_from_overrides(overrides: list[str]) -> int:
 
     port, host, rest = _pop_serve_args(overrides)
     cfg = load_config(overrides=rest, check_run=False)
-    handle = start_server(cfg, resolve_model(cfg.model), port=port, host=host)
+    handle = launch_server(cfg, resolve_model(cfg.model), port=port, host=host)
     print(f"{cfg.rollout.backend} server for {cfg.model} at {handle.url} (Ctrl-C to stop)", flush=True)
     _wait_for_signal(handle.stop)
     return 0

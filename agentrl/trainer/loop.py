@@ -92,11 +92,11 @@ class Trainer:
 
         state = self._resume()
         async with (
-            rollout_servers(self.cfg, model_path) as urls,
-            LLMClient(urls, timeout=self.cfg.rollout.request_timeout_s) as llm,
+            rollout_servers(self.cfg, model_path) as servers,
+            LLMClient([s.url for s in servers], timeout=self.cfg.rollout.request_timeout_s) as llm,
             rollout_session(self.cfg, llm, self.tokenizer, run_id=self.out.name) as manager,
         ):
-            self.sync = WeightSync(list(urls), router=llm.router)
+            self.sync = WeightSync(servers, router=llm.router)
             self.manager = manager
             self.collector = BatchCollector(
                 manager, self.rewards, self.train_samples, self.cfg.data.batch_size, self.cfg.trainer, self.cfg.seed

@@ -1,8 +1,8 @@
 """WeightSync: push the trainer's new weights to every rollout server, versioned.
 
 The state dict is written once as a safetensors file in shared memory (`/dev/shm` when available) and each
-server loads it from there: the `hf` server through `POST /v1/weights {"path", "version"}`, vLLM through its
-`reload_weights` RPC (see `agentrl.rollout.servers.vllm`). Servers on other hosts get the raw bytes over HTTP.
+server loads it from there through its handle's `update_weights` (`agentrl.rollout.handles`): the `hf` server's
+`POST /v1/weights`, vLLM's `reload_weights` RPC, SGLang's `update_weights_from_disk`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from agentrl.errors import InfrastructureError
+from agentrl.rollout.handles import InFlight, RolloutServer
 
 
 class WeightSyncError(InfrastructureError):
@@ -47,13 +48,14 @@ class WeightSync:
     """Pushes weights to rollout servers and records the version each one serves.
 
     Args:
-        servers: `hf` server base URLs, or server handles with an `update_weights(weights, version)` method
-            (vLLM, SGLang).
+        servers: rollout server handles (`agentrl.rollout.handles.RolloutServer`).
         router: optional `Router` whose per-replica policy versions are updated after each push.
         in_flight: `finish` lets running requests complete on the old weights; `abort` stops them.
     """
 
-    def __init__(self, servers: list[Any], router: Any = None, in_flight: str = "finish", timeout: float = 600.0):
+    def __init__(
+        self, servers: list[RolloutServer], router: Any = None, in_flight: InFlight = "finish", timeout: float = 600.0
+    ):
         self.servers = servers
         self.router = router
         self.in_flight = in_flight
@@ -70,18 +72,12 @@ class WeightSync:
                 self._push_one(server, path)
         return time.perf_counter() - started
 
-    def _push_one(self, server: Any, path: Path) -> None:
-        if hasattr(server, "update_weights"):
-            server.update_weights(str(path), self.version)
-            url = getattr(server, "url", None)
-        else:
-            url = str(server).rstrip("/")
-            body = {"path": str(path), "version": self.version, "in_flight": self.in_flight}
-            try:
-                response = httpx.post(f"{url}/v1/weights", json=body, timeout=self.timeout)
-            except httpx.HTTPError as exc:
-                raise WeightSyncError(f"weight update to {url} failed: {exc}") from None
-            if response.status_code != 200:
-                raise WeightSyncError(f"{url} refused the weight update ({response.status_code}): {response.text}")
-        if self.router is not None and url:
-            self.router.set_policy_version(url, self.version)
+    def _push_one(self, server: RolloutServer, path: Path) -> None:
+        try:
+            server.update_weights(str(path), self.version, in_flight=self.in_flight, timeout=self.timeout)
+        except (httpx.HTTPError, OSError, ValueError) as exc:
+            raise WeightSyncError(
+                f"weight update of the {server.backend} server at {server.url} failed: {exc}"
+            ) from exc
+        if self.router is not None:
+            self.router.set_policy_version(server.url, self.version)

@@ -8,6 +8,7 @@ differ, a divergence is only accepted at position >= 10 and on a near-tie of tra
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from typing import Any
@@ -138,12 +139,20 @@ def test_weight_update_changes_output_and_restores(
         name: tensor + 0.05 * torch.randn(tensor.shape, generator=generator) if tensor.dim() == 2 else tensor
         for name, tensor in hf_model.state_dict().items()
     }
+    perturbed["lm_head.weight"] = perturbed["model.embed_tokens.weight"]  # the head stays tied, as in training
     start = time.monotonic()
     server.update_weights(perturbed, version=1)
     print(f"\nweight update (state dict -> vLLM) took {time.monotonic() - start:.2f} s")
     assert server.policy_version == 1
-    changed, _ = complete(server.base_url, prompt_ids)
+    changed, changed_logprobs = complete(server.base_url, prompt_ids)
     assert changed != original, "greedy output did not change after a weight update"
+    # vLLM now serves exactly the perturbed model, output head included (the head is tied to the embeddings)
+    model = copy.deepcopy(hf_model)
+    model.load_state_dict(perturbed)
+    _, reference = teacher_forced(model, prompt_ids, changed)
+    diff = (reference - torch.tensor(changed_logprobs)).abs().max().item()
+    print(f"max |logprob(vLLM, updated) - logprob(transformers, same weights)| = {diff:.3e}")
+    assert diff < LOGPROB_TOL
 
     start = time.monotonic()
     server.update_weights(model_path, version=2)  # the original weights, from the model folder

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from agentrl.rollout.errors import ProtocolError
 from agentrl.rollout.protocol import SamplingParams
@@ -194,7 +196,7 @@ def test_update_weights_from_state_dict_sends_a_complete_model_folder(monkeypatc
 
 
 def test_update_weights_failure_raises_with_sglang_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    (tmp_path / "model.safetensors").write_bytes(b"")
+    save_file({"w": torch.zeros(1)}, str(tmp_path / "model.safetensors"))
     answer = httpx.Response(400, json={"success": False, "message": "shape mismatch in layer 3"})
     _fake_post(monkeypatch, answer, [])
     server = SGLangServer("http://sglang.test:30000")

@@ -81,20 +81,34 @@ def test_launch_rejects_unknown_options():
         VLLMServer.launch("/nonexistent", max_len=5)
 
 
-def test_save_state_dict_drops_a_tied_head_and_reads_back_shapes(tmp_path: Path):
+def test_save_state_dict_copies_shared_tensors_and_reads_back_shapes(tmp_path: Path):
     embed = torch.zeros(6, 4)
     save_state_dict(
         {"embed.weight": embed, "lm_head.weight": embed, "norm.weight": torch.ones(4)}, tmp_path / "a.safetensors"
     )
-    assert folder_tensors(tmp_path) == {"embed.weight": [6, 4], "norm.weight": [4]}
+    assert folder_tensors(tmp_path) == {"embed.weight": [6, 4], "lm_head.weight": [6, 4], "norm.weight": [4]}
 
 
-def test_untied_head_is_kept_unless_the_model_ties_it(tmp_path: Path):
-    state = {"embed.weight": torch.zeros(6, 4), "lm_head.weight": torch.ones(6, 4)}
-    as_weights_folder(state, tmp_path, tied_head=None)
-    assert set(folder_tensors(tmp_path)) == {"embed.weight", "lm_head.weight"}
-    as_weights_folder(state, tmp_path, tied_head=True)
-    assert set(folder_tensors(tmp_path)) == {"embed.weight"}
+def test_a_tied_head_missing_from_the_weights_is_added_as_a_copy_of_the_embeddings(tmp_path: Path):
+    # vLLM keeps its own copy of a tied head and updates it on reload only from lm_head.weight
+    embed = torch.arange(24.0).reshape(6, 4)
+    state = {"model.embed_tokens.weight": embed, "model.norm.weight": torch.ones(4)}
+    (tmp_path / "dict").mkdir()
+    as_weights_folder(state, tmp_path / "dict")
+    names = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"}
+    assert set(folder_tensors(tmp_path / "dict")) == names
+    (tmp_path / "src").mkdir()
+    save_state_dict(state, tmp_path / "src" / "model.safetensors")
+    (tmp_path / "file").mkdir()
+    folder = as_weights_folder(tmp_path / "src" / "model.safetensors", tmp_path / "file")
+    from safetensors.torch import load_file
+
+    head = {k: v for f in folder.glob("*.safetensors") for k, v in load_file(str(f)).items()}["lm_head.weight"]
+    assert torch.equal(head, embed)
+    untied = {**state, "lm_head.weight": torch.ones(6, 4)}
+    (tmp_path / "untied").mkdir()
+    as_weights_folder(untied, tmp_path / "untied")
+    assert torch.equal(load_file(str(tmp_path / "untied" / "model.safetensors"))["lm_head.weight"], torch.ones(6, 4))
 
 
 def test_weights_folder_from_a_file_or_a_folder(tmp_path: Path):
@@ -104,7 +118,9 @@ def test_weights_folder_from_a_file_or_a_folder(tmp_path: Path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     assert as_weights_folder(file, scratch) == scratch and folder_tensors(scratch) == {"w": [2]}
-    assert as_weights_folder(tmp_path / "src", scratch) == tmp_path / "src"
+    other = tmp_path / "other"
+    other.mkdir()
+    assert as_weights_folder(tmp_path / "src", other) == other and folder_tensors(other) == {"w": [2]}
     with pytest.raises(ValueError, match="neither a folder"):
         as_weights_folder(tmp_path / "missing.bin", scratch)
     with pytest.raises(ValueError, match="no .safetensors file"):

@@ -141,6 +141,8 @@ class SGLangServer(ManagedServer):
         policy_version: Version of the weights being served, as set by `update_weights`.
     """
 
+    backend = "sglang"
+
     @classmethod
     def launch(
         cls,

@@ -14,7 +14,11 @@ Weight updates, and why this way (checked against the installed vLLM 0.32.0):
 - An update: `POST /pause?mode=wait|abort` (running requests finish, or abort), the reload,
   `/reset_prefix_cache` (cached KV came from the old weights), `/resume`.
 - A failed reload kills vLLM's engine, so weights are checked first: tensor names and shapes must be the served
-  model's. A tied `lm_head.weight` is left out of a state dict (see `as_weights_folder`).
+  model's.
+- A tied output head must be in every reload: vLLM keeps its own copy of the head, which a reload updates only
+  from `lm_head.weight` (without it the model samples new embeddings through the old head: a mean logprob
+  mismatch of ~5e-3 after one training step, measured). `as_weights_folder` adds it as a copy of
+  `model.embed_tokens.weight` when the weights lack it.
 vLLM does not report a policy version: `policy_version` is tracked here, on our side.
 """
 
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_VENV = "~/.cache/agentrl/venvs/vllm"
+HEAD, EMBED = "lm_head.weight", "model.embed_tokens.weight"
 
 
 class VLLMNotInstalledError(UserError):
@@ -124,6 +129,8 @@ class VLLMServer(ManagedServer):
         policy_version: Version of the weights being served, as set by `update_weights`.
     """
 
+    backend = "vllm"
+
     def __init__(self, base_url: str, *, model_path: str | None = None, process: ServerProcess | None = None):
         super().__init__(base_url, model_path=model_path, process=process)
         self._expected: dict[str, list[int]] | None = None
@@ -183,12 +190,14 @@ class VLLMServer(ManagedServer):
             httpx.HTTPStatusError: The server refused a step.
         """
         expected = self._expected_tensors()
-        tied_head = None if expected is None else "lm_head.weight" not in expected  # None: unknown
         scratch = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # RAM-backed when there is one
         with tempfile.TemporaryDirectory(prefix="agentrl-vllm-weights-", dir=scratch) as tmp:
-            folder = as_weights_folder(weights, Path(tmp), tied_head=tied_head)
+            folder = as_weights_folder(weights, Path(tmp))
             if expected is not None:
-                check_tensors(expected, folder_tensors(folder))
+                got = folder_tensors(folder)
+                if HEAD not in expected and EMBED in expected:
+                    got.pop(HEAD, None)  # the tied head added above
+                check_tensors(expected, got)
             with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
                 http.post("/pause", params={"mode": "wait" if in_flight == "finish" else "abort"})
                 try:
@@ -206,29 +215,35 @@ class VLLMServer(ManagedServer):
         return self._expected
 
 
-def as_weights_folder(
-    weights: Mapping[str, torch.Tensor] | str | os.PathLike[str], scratch: Path, tied_head: bool | None = None
-) -> Path:
-    """A folder holding `weights` as safetensors: the folder itself, or a file written in `scratch`.
-
-    A state dict's `lm_head.weight` is left out when the model ties it to the embeddings (`tied_head`; when
-    None, when it shares storage with an earlier tensor): vLLM would load it into a separate copy of the head
-    that later reloads without it never reset.
+def as_weights_folder(weights: Mapping[str, torch.Tensor] | str | os.PathLike[str], scratch: Path) -> Path:
+    """A folder of safetensors files holding `weights` (a state dict, a safetensors file or a folder of them),
+    written or linked into `scratch`, with `lm_head.weight` always present (a tied head missing from `weights` is
+    added as a copy of `model.embed_tokens.weight`: see the module docstring).
     """
     if isinstance(weights, Mapping):
-        save_state_dict(weights, scratch / "model.safetensors", tied_head)
+        state = dict(weights)
+        if HEAD not in state and EMBED in state:
+            state[HEAD] = state[EMBED]
+        save_state_dict(state, scratch / "model.safetensors")
         return scratch
     path = Path(weights).expanduser().absolute()
-    if path.is_dir():
-        return path
-    if path.is_file() and path.suffix == ".safetensors":
-        (scratch / "model.safetensors").symlink_to(path)
-        return scratch
-    raise ValueError(f"{path} is neither a folder of safetensors files nor a .safetensors file")
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path] if path.suffix == ".safetensors" else []
+    if not files or not all(f.is_file() for f in files):
+        raise ValueError(f"{path} is neither a folder of safetensors files nor a .safetensors file")
+    for file in files:
+        (scratch / file.name).symlink_to(file)
+    holding = {name: file for file in files for name in folder_tensors_of(file)}
+    if HEAD not in holding and EMBED in holding:
+        from safetensors import safe_open
+        from safetensors.torch import save_file
+
+        with safe_open(str(holding[EMBED]), framework="pt") as f:
+            save_file({HEAD: f.get_tensor(EMBED)}, str(scratch / "agentrl-tied-lm-head.safetensors"))
+    return scratch
 
 
-def save_state_dict(state: Mapping[str, torch.Tensor], path: Path, tied_head: bool | None = None) -> None:
-    """Write a state dict as one safetensors file, without a tied `lm_head.weight` (see `as_weights_folder`)."""
+def save_state_dict(state: Mapping[str, torch.Tensor], path: Path) -> None:
+    """Write a state dict as one safetensors file (tensors that share storage, like a tied head, copied)."""
     from safetensors.torch import save_file
 
     seen: set[int] = set()
@@ -236,11 +251,8 @@ def save_state_dict(state: Mapping[str, torch.Tensor], path: Path, tied_head: bo
     for name, tensor in state.items():
         t = tensor.detach().to("cpu").contiguous()
         ptr = t.untyped_storage().data_ptr()
-        alias = ptr in seen
+        out[name] = t.clone() if ptr in seen else t
         seen.add(ptr)
-        if name == "lm_head.weight" and (tied_head or (tied_head is None and alias)):
-            continue
-        out[name] = t.clone() if alias else t
     save_file(out, str(path))
 
 
@@ -249,12 +261,14 @@ def folder_tensors(folder: Path) -> dict[str, list[int]]:
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise ValueError(f"no .safetensors file in {folder}")
-    tensors: dict[str, list[int]] = {}
-    for file in files:
-        with file.open("rb") as f:
-            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-        tensors.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
-    return tensors
+    return {name: shape for file in files for name, shape in folder_tensors_of(file).items()}
+
+
+def folder_tensors_of(file: Path) -> dict[str, list[int]]:
+    """Names and shapes of the tensors of one safetensors file, from its header."""
+    with file.open("rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
 
 
 def check_tensors(expected: dict[str, list[int]], got: dict[str, list[int]]) -> None:

@@ -1,0 +1,111 @@
+"""Rollout server handles: what the trainer, `agentrl rollout` and `agentrl eval` hold for each server.
+
+A handle is the same whether the server was started here or is reached by URL (`rollout.urls`, with
+`rollout.backend` saying what it is): its `url`, `backend`, the `policy_version` it serves, `update_weights` through
+the backend's own route, and `stop` (a no-op for a server this process did not start). Weight sync dispatches on
+the handle, never on a URL string:
+
+| backend | weights go in through                                                       | started by |
+|---------|------------------------------------------------------------------------------|------------|
+| hf      | `POST /v1/weights {"path", "version", "in_flight"}` (the server loads the file) | `launch_hf_server` |
+| vllm    | `/pause`, `/collective_rpc reload_weights`, `/reset_prefix_cache`, `/resume`  | `VLLMServer.launch` |
+| sglang  | `/update_weights_from_disk`                                                   | `SGLangServer.launch` |
+
+Each route takes a path the server can read: the server shares this machine's filesystem.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import httpx
+
+from agentrl.config.schema import AgentRLConfig
+from agentrl.errors import UserError
+from agentrl.rollout.servers.process import ManagedServer
+
+InFlight = Literal["finish", "abort"]
+
+
+class RolloutServer(Protocol):
+    """One rollout server, however it was started."""
+
+    url: str
+    backend: str
+    policy_version: int
+
+    def update_weights(
+        self, weights: Any, version: int, in_flight: InFlight = "finish", timeout: float = 600.0
+    ) -> None:
+        """Load the weights at `weights` (a safetensors file the server can read) and serve them as `version`."""
+
+    def stop(self) -> None:
+        """Stop the server if this process started it."""
+
+
+class HFServer(ManagedServer):
+    """The built-in `hf` server, started here (`process` set, see `launch_hf_server`) or reached by URL."""
+
+    backend = "hf"
+
+    def __init__(self, base_url: str, *, model_path: str | None = None, process: Any = None):
+        super().__init__(base_url, model_path=model_path, process=process)
+
+    def update_weights(
+        self, weights: Any, version: int, in_flight: InFlight = "finish", timeout: float = 600.0
+    ) -> None:
+        """`POST /v1/weights` with the path of a safetensors file; the server answers the version it serves.
+
+        Raises:
+            httpx.HTTPError: the server could not be reached or refused the update.
+        """
+        body = {"path": str(weights), "version": version, "in_flight": in_flight}
+        response = httpx.post(f"{self.base_url}/v1/weights", json=body, timeout=timeout)
+        if response.status_code != 200:
+            raise httpx.HTTPStatusError(
+                f"{self.base_url} refused the weight update ({response.status_code}): {response.text[:500]}",
+                request=response.request,
+                response=response,
+            )
+        served = response.json().get("policy_version")
+        if served != version:
+            raise httpx.HTTPStatusError(
+                f"{self.base_url} serves version {served} after an update to {version}",
+                request=response.request,
+                response=response,
+            )
+        self.policy_version = version
+
+
+def launch_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, host: str = "127.0.0.1") -> Any:
+    """Start one server of `cfg.rollout.backend` on this machine; returns its handle."""
+    backend = cfg.rollout.backend
+    if backend == "hf":
+        from agentrl.rollout.servers.hf.launch import launch_hf_server
+
+        process = launch_hf_server(model_path, port, host=host, max_model_len=cfg.rollout.max_model_len)
+        return HFServer(process.url, model_path=model_path, process=process)
+    if backend == "vllm":
+        from agentrl.rollout.servers.vllm import VLLMServer
+
+        return VLLMServer.launch(model_path, port=port, host=host, max_model_len=cfg.rollout.max_model_len)
+    if backend == "sglang":
+        from agentrl.rollout.servers.sglang import SGLangServer
+
+        return SGLangServer.launch(model_path, port=port, host=host)
+    raise UserError(f"unknown rollout.backend {backend!r}; use hf, vllm or sglang")
+
+
+def connect_server(url: str, backend: str, model_path: str | None = None) -> Any:
+    """A handle on a running server of `backend` at `url` (`model_path`: its model folder, for weight checks)."""
+    if backend == "hf":
+        return HFServer(url, model_path=model_path)
+    if backend == "vllm":
+        from agentrl.rollout.servers.vllm import VLLMServer
+
+        return VLLMServer(url, model_path=model_path)
+    if backend == "sglang":
+        from agentrl.rollout.servers.sglang import SGLangServer
+
+        return SGLangServer(url, model_path=model_path)
+    raise UserError(f"unknown rollout.backend {backend!r}; use hf, vllm or sglang")
