@@ -5,17 +5,20 @@ A handle is the same whether the server was started here or is reached by URL (`
 the backend's own route, and `stop` (a no-op for a server this process did not start). Weight sync dispatches on
 the handle, never on a URL string:
 
-| backend | weights go in through                                                       | started by |
-|---------|------------------------------------------------------------------------------|------------|
-| hf      | `POST /v1/weights {"path", "version", "in_flight"}` (the server loads the file) | `launch_hf_server` |
-| vllm    | `/pause`, `/collective_rpc reload_weights`, `/reset_prefix_cache`, `/resume`  | `VLLMServer.launch` |
-| sglang  | `/update_weights_from_disk`                                                   | `SGLangServer.launch` |
+| backend | weights go in through                                                  | started by            |
+|---------|-------------------------------------------------------------------------|-----------------------|
+| hf      | `POST /v1/weights`: the file's path, or its bytes when no shared files  | `launch_hf_server`    |
+| vllm    | `/pause`, `/collective_rpc reload_weights`, `/reset_prefix_cache`, `/resume` | `VLLMServer.launch` |
+| sglang  | `/update_weights_from_disk`                                             | `SGLangServer.launch` |
 
-Each route takes a path the server can read: the server shares this machine's filesystem.
+The `hf` handle asks its server once whether it reads a file this process wrote (`POST /v1/weights/probe`); a
+server in another container or on another host gets the weights uploaded. vLLM and SGLang take a path only.
 """
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import httpx
@@ -50,31 +53,47 @@ class HFServer(ManagedServer):
 
     def __init__(self, base_url: str, *, model_path: str | None = None, process: Any = None):
         super().__init__(base_url, model_path=model_path, process=process)
+        self.shares_files: bool | None = None
+        """Whether the server reads files this process writes (None: not asked yet)."""
 
     def update_weights(
         self, weights: Any, version: int, in_flight: InFlight = "finish", timeout: float = 600.0
     ) -> None:
-        """`POST /v1/weights` with the path of a safetensors file; the server answers the version it serves.
+        """Load the safetensors file `weights` into the server, by path when it can read it, else uploaded.
 
         Raises:
-            httpx.HTTPError: the server could not be reached or refused the update.
+            httpx.HTTPError: the server could not be reached, refused the update, or serves another version.
         """
-        body = {"path": str(weights), "version": version, "in_flight": in_flight}
-        response = httpx.post(f"{self.base_url}/v1/weights", json=body, timeout=timeout)
-        if response.status_code != 200:
-            raise httpx.HTTPStatusError(
-                f"{self.base_url} refused the weight update ({response.status_code}): {response.text[:500]}",
-                request=response.request,
-                response=response,
-            )
-        served = response.json().get("policy_version")
+        from agentrl.rollout.servers.hf.push import push_weights
+
+        path = Path(weights)
+        if self.shares_files is None:
+            self.shares_files = self._reads_our_files(path.parent, timeout)
+        if self.shares_files:
+            served = push_weights(self.base_url, version, path=str(path), in_flight=in_flight, timeout=timeout)
+        else:
+            data = path.read_bytes()
+            served = push_weights(self.base_url, version, state=data, in_flight=in_flight, timeout=timeout)
         if served != version:
             raise httpx.HTTPStatusError(
                 f"{self.base_url} serves version {served} after an update to {version}",
-                request=response.request,
-                response=response,
+                request=httpx.Request("POST", f"{self.base_url}/v1/weights"),
+                response=httpx.Response(200),
             )
         self.policy_version = version
+
+    def _reads_our_files(self, folder: Path, timeout: float) -> bool:
+        token = uuid.uuid4().hex
+        probe = folder / f"agentrl-probe-{token}"
+        probe.write_text(token)
+        try:
+            answer = httpx.post(
+                f"{self.base_url}/v1/weights/probe", json={"path": str(probe), "token": token}, timeout=timeout
+            )
+            answer.raise_for_status()
+            return bool(answer.json().get("readable"))
+        finally:
+            probe.unlink(missing_ok=True)
 
 
 def launch_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, host: str = "127.0.0.1") -> Any:

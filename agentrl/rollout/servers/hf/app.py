@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,7 +19,7 @@ from agentrl.rollout.protocol import WeightUpdateRequest, error_payload
 from agentrl.rollout.servers.hf.engine import HFEngine
 from agentrl.rollout.servers.hf.request import EngineShutdownError, GenerationOutput, RequestError
 from agentrl.rollout.servers.hf.responses import chat_response, completion_response
-from agentrl.rollout.servers.hf.schemas import AbortRequest, ChatCompletionRequest, HFCompletionRequest
+from agentrl.rollout.servers.hf.schemas import AbortRequest, ChatCompletionRequest, HFCompletionRequest, PathProbe
 from agentrl.rollout.servers.hf.weights import WeightUpdateError, read_state_dict
 
 DISCONNECT_POLL_S = 0.5
@@ -139,6 +140,16 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
     async def abort(body: AbortRequest) -> dict[str, Any]:
         ids = body.request_id if isinstance(body.request_id, list) else [body.request_id]
         return {"aborted": sum(engine.abort(rid) for rid in ids)}
+
+    @app.post("/v1/weights/probe")
+    async def probe_weights_path(body: PathProbe) -> dict[str, Any]:
+        """Whether this server reads the client's file at `path` with content `token` (a shared filesystem), so
+        that weights can go by path instead of being uploaded."""
+        try:
+            readable = Path(body.path).read_text() == body.token
+        except (OSError, UnicodeDecodeError):
+            readable = False
+        return {"readable": readable}
 
     @app.get("/v1/weights/version")
     async def weights_version() -> dict[str, Any]:

@@ -52,6 +52,13 @@ class ChatCompletionRequest(BaseModel):
         return to_sampling(self, limit)
 
 
+class PathProbe(BaseModel):
+    """`POST /v1/weights/probe`: does the server see the client's file `path`, holding `token`?"""
+
+    path: str
+    token: str
+
+
 class AbortRequest(BaseModel):
     """`POST /v1/abort`: one request id, a list of them, or none for all."""
 

@@ -1,0 +1,78 @@
+"""Training against a built-in server that shares no filesystem with the trainer: the `hf` server runs in its own
+Docker container (its own `/dev/shm`), reached only by URL, so every weight push is uploaded over HTTP."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentrl.cli import main
+from agentrl.rollout.handles import HFServer
+from agentrl.rollout.servers.process import free_port, wait_for_health
+from agentrl.sandbox.containers import owner_labels
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def hf_server_in_a_container(docker_client, sandbox_base_image, default_model_path) -> Iterator[str]:
+    """The `hf` server in a container of the sandbox image, on this checkout's venv and model, mounted read-only."""
+    port = free_port()
+    python_home = Path(sys.base_prefix).resolve()  # the interpreter the venv was made from
+    mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in (python_home, REPO, Path(default_model_path))}
+    command = [str(REPO / ".venv" / "bin" / "python"), "-m", "agentrl.rollout.servers.hf"]
+    command += ["--model", default_model_path, "--host", "0.0.0.0", "--port", "8000", "--max-model-len", "2048"]
+    container = docker_client.containers.run(
+        sandbox_base_image,
+        command,
+        detach=True,
+        ports={"8000/tcp": ("127.0.0.1", port)},
+        volumes=mounts,
+        environment={"HF_HUB_OFFLINE": "1", "HF_HOME": "/tmp/hf", "OMP_WAIT_POLICY": "PASSIVE"},
+        labels=owner_labels("test-remote-hf"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(url, 300)
+        yield url
+    except Exception:
+        print(container.logs()[-4000:].decode(errors="replace"))
+        raise
+    finally:
+        container.remove(force=True)
+
+
+def test_the_handle_sees_that_the_container_does_not_share_our_files(hf_server_in_a_container, hf_server_url, tmp_path):
+    assert HFServer(hf_server_in_a_container)._reads_our_files(tmp_path, 30) is False
+    assert HFServer(hf_server_url)._reads_our_files(tmp_path, 30) is True  # a server on this machine does
+
+
+def test_two_training_steps_against_a_server_in_another_container(hf_server_in_a_container, tmp_path, capsys):
+    args = [
+        "train",
+        "recipe=quickstart",
+        f"rollout.urls=[{hf_server_in_a_container}]",
+        "trainer.steps=2",
+        "data.batch_size=2",
+        "rollout.n=4",
+        "rollout.max_tokens=24",
+        "rollout.seed=7",
+        "data.eval_files=[]",
+        "trainer.skip_zero_advantage=false",
+        f"output_dir={tmp_path}",
+    ]
+    assert main(args) == 0, capsys.readouterr().err[-3000:]
+    steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2]
+    assert steps[0]["train/grad_norm"] > 0  # step 1 changed the weights
+    # step 2 was sampled by the uploaded weights of step 1: the server's logprobs are the trainer's
+    assert steps[1]["train/rollout_logprob_abs_diff"] < 1e-3
+    served = httpx.get(f"{hf_server_in_a_container}/v1/weights/version", timeout=30).json()["policy_version"]
+    assert served == 2
