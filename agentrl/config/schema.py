@@ -33,6 +33,9 @@ class RolloutConfig(_Section):
     request_timeout_s: float = Field(600.0, gt=0, description="timeout of one generation request")
     seed: int | None = Field(None, description="seed trajectories' sampling (reproducible rollouts); None: random")
     trajectory_timeout_s: float = Field(1800.0, gt=0, description="wall-clock limit of one trajectory")
+    weight_update: Literal["finish", "abort"] = Field(
+        "finish", description="requests in flight at a weight push: finish on the old weights, or abort"
+    )
 
 
 class AgentConfig(_Section):

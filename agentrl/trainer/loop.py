@@ -96,7 +96,7 @@ class Trainer:
             LLMClient([s.url for s in servers], timeout=self.cfg.rollout.request_timeout_s) as llm,
             rollout_session(self.cfg, llm, self.tokenizer, run_id=self.out.name) as manager,
         ):
-            self.sync = WeightSync(servers, router=llm.router)
+            self.sync = WeightSync(servers, router=llm.router, in_flight=self.cfg.rollout.weight_update)
             self.manager = manager
             self.collector = BatchCollector(
                 manager, self.rewards, self.train_samples, self.cfg.data.batch_size, self.cfg.trainer, self.cfg.seed

