@@ -8,6 +8,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from agentrl.config import TrainerConfig
+from agentrl.rollout.servers.process import free_port
 from agentrl.trainer.engine import PolicyEngine
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
@@ -62,7 +63,7 @@ def _rank(rank, world, port, out_path):
 def test_two_ranks_match_one(tmp_path):
     single = _Capture(tiny_model())
     ref = policy_step(single, TrainerConfig(), trajectories(), 0)
-    port = 29500 + os.getpid() % 1000
+    port = free_port()  # a pid-derived port could be taken (a gloo rank then aborts)
     mp.spawn(_rank, args=(2, port, str(tmp_path / "r.pt")), nprocs=2, join=True)
     got = torch.load(tmp_path / "r.pt")
     diff = max(float((got["grads"][n] - g).abs().max()) for n, g in single.grads.items())
