@@ -57,6 +57,7 @@ def _rank(rank, world, port, out_path):
     dist.all_gather_object(losses, metrics["train/loss"])
     if rank == 0:
         torch.save({"loss": metrics["train/loss"], "losses": losses, "grads": engine.grads}, out_path)
+    dist.barrier()  # leave together: a rank that tears gloo down while its peer still works aborts (SIGABRT)
     dist.destroy_process_group()
 
 
