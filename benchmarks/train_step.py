@@ -134,15 +134,11 @@ def alternate(
 
 def weight_sync_times(backend: Any, model_path: str, repeats: int) -> list[tuple[float, float]]:
     """(state_dict seconds, push seconds) per round, pushing to a freshly started hf server."""
-    from agentrl.rollout.handles import HFServer
-    from agentrl.rollout.servers.hf.launch import launch_hf_server
     from agentrl.trainer.sync import WeightSync
+    from benchmarks.servers import hf_server
 
-    started = time.perf_counter()
-    handle = launch_hf_server(model_path, max_model_len=512)
-    try:
-        print(f"hf server up at {handle.url} in {time.perf_counter() - started:.0f} s", flush=True)
-        sync = WeightSync([HFServer(handle.url)])
+    with hf_server(model_path) as server:
+        sync = WeightSync([server])
         sync.push(backend.state_dict())  # warm-up: the server's first load pays one-time costs
         rounds = []
         for i in range(repeats):
@@ -153,8 +149,6 @@ def weight_sync_times(backend: Any, model_path: str, repeats: int) -> list[tuple
             rounds.append((t1 - t0, push_s))
             print(f"  sync {i + 1}: state_dict {t1 - t0:.2f} s + push {push_s:.2f} s", flush=True)
         return rounds
-    finally:
-        handle.stop()
 
 
 def compare(

@@ -32,8 +32,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ if __package__ in (None, ""):  # run as a script: make `agentrl` importable
 import torch
 from safetensors.torch import load_file, save_file
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.servers import hf_server, hf_server_in_docker, vllm_server
 
 
 def baseline_s(state: dict[str, torch.Tensor]) -> float:
@@ -54,56 +54,6 @@ def baseline_s(state: dict[str, torch.Tensor]) -> float:
         save_file(unique, f"{tmp}/w.safetensors")
         load_file(f"{tmp}/w.safetensors")
         return time.perf_counter() - started
-
-
-@contextmanager
-def hf_server(model_path: str) -> Iterator[Any]:
-    from agentrl.rollout.handles import HFServer
-    from agentrl.rollout.servers.hf.launch import launch_hf_server
-
-    process = launch_hf_server(model_path, max_model_len=512)
-    try:
-        yield HFServer(process.url)
-    finally:
-        process.stop()
-
-
-@contextmanager
-def vllm_server(model_path: str) -> Iterator[Any]:
-    from agentrl.rollout.servers.vllm import VLLMServer
-
-    server = VLLMServer.launch(model_path, max_model_len=512)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@contextmanager
-def hf_server_in_docker(model_path: str) -> Iterator[Any]:
-    """The hf server in a container of the sandbox image, on this checkout's venv and model (read-only)."""
-    import docker
-
-    from agentrl.rollout.handles import HFServer
-    from agentrl.rollout.servers.process import free_port, wait_for_health
-    from agentrl.sandbox.images import BASE_IMAGE
-
-    port = free_port()
-    mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in (Path(sys.base_prefix).resolve(), REPO, Path(model_path))}
-    command = [str(REPO / ".venv" / "bin" / "python"), "-m", "agentrl.rollout.servers.hf", "--model", model_path]
-    container = docker.from_env().containers.run(
-        BASE_IMAGE,
-        [*command, "--host", "0.0.0.0", "--port", "8000", "--max-model-len", "512"],
-        detach=True,
-        ports={"8000/tcp": ("127.0.0.1", port)},
-        volumes=mounts,
-        environment={"HF_HUB_OFFLINE": "1", "HF_HOME": "/tmp/hf"},
-    )
-    try:
-        wait_for_health(f"http://127.0.0.1:{port}", 300)
-        yield HFServer(f"http://127.0.0.1:{port}")
-    finally:
-        container.remove(force=True)
 
 
 def measure(
@@ -140,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     model_path = resolve_model(args.model)
     state = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).state_dict()
-    starters: dict[str, Callable[[str], Any]] = {"hf_shm": hf_server}
+    starters: dict[str, Callable[[str], AbstractContextManager[Any]]] = {"hf_shm": hf_server}
     if not args.no_vllm:
         starters["vllm_reload"] = vllm_server
     if not args.no_docker:
@@ -148,9 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with ExitStack() as stack:
         targets = {}
         for name, start in starters.items():
-            started = time.perf_counter()
             targets[name] = stack.enter_context(start(model_path))
-            print(f"{name}: server up in {time.perf_counter() - started:.0f} s", flush=True)
         base, pushes = measure(state, targets, args.repeats)
     result: dict[str, Any] = {"baseline_s": round(statistics.median(base), 3)}
     for name in ("hf_shm", "vllm_reload", "hf_upload", "ray_object_store"):

@@ -4,49 +4,24 @@ Docker container (its own `/dev/shm`), reached only by URL, so every weight push
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from agentrl.cli import main
 from agentrl.rollout.handles import HFServer
-from agentrl.rollout.servers.process import free_port, wait_for_health
 from agentrl.sandbox.containers import owner_labels
+from benchmarks.servers import hf_server_in_docker
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def hf_server_in_a_container(docker_client, sandbox_base_image, default_model_path) -> Iterator[str]:
     """The `hf` server in a container of the sandbox image, on this checkout's venv and model, mounted read-only."""
-    port = free_port()
-    python_home = Path(sys.base_prefix).resolve()  # the interpreter the venv was made from
-    mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in (python_home, REPO, Path(default_model_path))}
-    command = [str(REPO / ".venv" / "bin" / "python"), "-m", "agentrl.rollout.servers.hf"]
-    command += ["--model", default_model_path, "--host", "0.0.0.0", "--port", "8000", "--max-model-len", "2048"]
-    container = docker_client.containers.run(
-        sandbox_base_image,
-        command,
-        detach=True,
-        ports={"8000/tcp": ("127.0.0.1", port)},
-        volumes=mounts,
-        environment={"HF_HUB_OFFLINE": "1", "HF_HOME": "/tmp/hf", "OMP_WAIT_POLICY": "PASSIVE"},
-        labels=owner_labels("test-remote-hf"),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url, 300)
-        yield url
-    except Exception:
-        print(container.logs()[-4000:].decode(errors="replace"))
-        raise
-    finally:
-        container.remove(force=True)
+    with hf_server_in_docker(default_model_path, 2048, labels=owner_labels("test-remote-hf")) as handle:
+        yield handle.url
 
 
 def test_the_handle_sees_that_the_container_does_not_share_our_files(hf_server_in_a_container, hf_server_url, tmp_path):

@@ -10,12 +10,12 @@ import math
 import pytest
 
 from agentrl.rollout.protocol import SamplingParams
-from benchmarks.agent_loop_overhead import (
+from benchmarks.agent_loop_overhead import main
+from benchmarks.loop_sim import (
     Params,
     SimulatedServer,
     ideal_bounds,
     latency_table,
-    main,
     replay_makespan,
     sync_replay_makespan,
     tool_latency,

@@ -11,10 +11,9 @@ import json
 import pytest
 
 from agentrl.rollout.testing import FakeCompletionServer, fake_token_ids
-from benchmarks.rollout_throughput import (
+from benchmarks.rollout_throughput import REQUIRED_KEYS, BackendResult, server, summary, table
+from benchmarks.throughput_paths import (
     QUICK,
-    REQUIRED_KEYS,
-    BackendResult,
     Measurement,
     Paths,
     Point,
@@ -24,9 +23,6 @@ from benchmarks.rollout_throughput import (
     make_raw_session,
     measure,
     round_order,
-    server,
-    summary,
-    table,
 )
 
 SETTINGS = Settings(concurrencies=(1, 3), max_tokens=5, rounds=2, waves=2, min_requests=4, prompt_len=6, n_prompts=3)
