@@ -41,7 +41,7 @@ def first_row_problem(path: str | Path) -> str | None:
     if not path.is_file():
         return f"dataset file {path} does not exist; check the path (relative paths are looked up in the recipe folder)"
     try:
-        row = next(iter(_read_rows(path, limit=1)), None)
+        row = next(iter(_read_rows(path)), None)
         if row is None:
             return f"{path} holds no rows"
         sample = _to_sample(row, path, 0)
@@ -77,8 +77,7 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
     if not files and cfg.env.enabled:
         from agentrl.envs.dataset import seed_samples
 
-        agent_name = "gym" if cfg.agent.name == "single_turn" else None
-        samples = seed_samples(cfg.env, "train" if split == "train" else "eval", agent_name)
+        samples = seed_samples(cfg.env, "train" if split == "train" else "eval", env_rows_loop(cfg))
         if not samples and split == "train":
             raise DatasetError("env.num_train_seeds is 0: training needs episodes; set env.num_train_seeds >= 1")
         return samples
@@ -90,18 +89,21 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
     return load_datasets(files)
 
 
-def _read_rows(path: Path, limit: int | None = None) -> Iterator[Any]:
+def env_rows_loop(cfg: Any) -> str | None:
+    """The loop named on rows generated from env seeds: `gym` when `agent.name` is left at `single_turn`, else
+    None (the rows are played by `agent.name`)."""
+    return "gym" if cfg.agent.name == "single_turn" else None
+
+
+def _read_rows(path: Path) -> Iterator[Any]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
         yield from _read_jsonl(path)
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        if limit is None:
-            yield from pq.read_table(path).to_pylist()
-        else:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=limit):
-                yield from batch.to_pylist()
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):  # lazily: a check reads one row
+            yield from batch.to_pylist()
     else:
         raise DatasetError(f"{path}: unknown dataset format {suffix!r}; use .jsonl or .parquet")
 

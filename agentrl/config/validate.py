@@ -59,10 +59,11 @@ def _agent_problems(cfg: AgentRLConfig) -> list[str]:
 
 
 def loop_name(cfg: AgentRLConfig) -> str:
-    """The loop the run's rows play: `agent.name`, except that env runs left on `single_turn` play `gym`."""
-    if cfg.env.enabled and cfg.agent.name == "single_turn" and not cfg.data.train_files:
-        return "gym"
-    return cfg.agent.name
+    """The loop the run's training rows play: `agent.name`, or the one named on rows generated from env seeds."""
+    from agentrl.data import env_rows_loop
+
+    seeded = cfg.env.enabled and not cfg.data.train_files
+    return (env_rows_loop(cfg) if seeded else None) or cfg.agent.name
 
 
 def _tool_problems(cfg: AgentRLConfig) -> list[str]:

@@ -36,17 +36,17 @@ def env_problems(cfg: EnvConfig) -> list[str]:
     does not know, an entry point that cannot be imported, an adapter that is not an `EnvAdapter`."""
     from agentrl.envs.adapter import load_adapter
 
-    checks: list[tuple[str, Any]] = []
-    if cfg.id:
-        checks.append(("env.id", lambda: _spec(cfg.id or "")))
-    if cfg.entry_point:
-        checks.append(("env.entry_point", lambda: _callable(cfg.entry_point or "", "env.entry_point")))
-    if cfg.adapter:
-        checks.append(("env.adapter", lambda: load_adapter(cfg.adapter or "")))
+    checks = [
+        ("env.id", cfg.id, _spec),
+        ("env.entry_point", cfg.entry_point, _callable),
+        ("env.adapter", cfg.adapter, load_adapter),
+    ]
     problems = []
-    for key, check in checks:
+    for key, value, check in checks:
+        if not value:
+            continue
         try:
-            check()
+            check(value)
         except UserError as exc:
             problems.append(str(exc) if str(exc).startswith(key) else f"{key}: {exc}")
     return problems
@@ -65,7 +65,7 @@ def _spec(env_id: str) -> Any:
         ) from None
 
 
-def _callable(path: str, key: str) -> Any:
+def _callable(path: str, key: str = "env.entry_point") -> Any:
     factory = import_object(path, key)
     if not callable(factory):
         raise UserError(f"{key}={path} is not a class or function returning a gymnasium.Env")
@@ -94,7 +94,7 @@ def _make_registered(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any
 
 def _make_from_entry_point(cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
     assert cfg.entry_point is not None
-    factory = _callable(cfg.entry_point, "env.entry_point")
+    factory = _callable(cfg.entry_point)
     render_mode = _render_mode(cfg, getattr(factory, "metadata", {}))
     extra = {"render_mode": render_mode} if render_mode is not None else {}
     try:

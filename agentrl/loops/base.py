@@ -66,17 +66,10 @@ class AgentLoopBase(ABC):
     @classmethod
     def option_problems(cls, kwargs: dict[str, Any]) -> list[str]:
         """Every problem of `kwargs` against `Options` (none when the loop declares no options)."""
-        if cls.Options is None:
-            return []
         try:
-            cls.Options.model_validate(kwargs)
-        except ValidationError as exc:
-            known = ", ".join(cls.Options.model_fields) or "none"
-            return [
-                f"agent.kwargs.{'.'.join(map(str, e['loc'])) or '(all)'}: {e['msg']} "
-                f"(options of {cls.__name__}: {known})"
-                for e in exc.errors()
-            ]
+            cls.parse_options(kwargs)
+        except _BadOptions as exc:
+            return exc.problems
         return []
 
     @classmethod
@@ -86,10 +79,25 @@ class AgentLoopBase(ABC):
         Raises:
             UserError: listing every unknown option and bad value.
         """
-        problems = cls.option_problems(kwargs)
-        if problems:
-            raise UserError("bad agent loop options:\n  " + "\n  ".join(problems))
-        return cls.Options.model_validate(kwargs) if cls.Options is not None else None
+        if cls.Options is None:
+            return None
+        try:
+            return cls.Options.model_validate(kwargs)
+        except ValidationError as exc:
+            known = ", ".join(cls.Options.model_fields) or "none"
+            raise _BadOptions(
+                [
+                    f"agent.kwargs.{'.'.join(map(str, e['loc'])) or '(all)'}: {e['msg']} "
+                    f"(options of {cls.__name__}: {known})"
+                    for e in exc.errors()
+                ]
+            ) from None
+
+
+class _BadOptions(UserError):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("bad agent loop options:\n  " + "\n  ".join(problems))
 
 
 def _is_loop_class(obj: Any) -> bool:

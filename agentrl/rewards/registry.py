@@ -89,29 +89,25 @@ def check_component(kind: Any, kwargs: dict[str, Any], where: str) -> str | None
 
 
 def build_component(kind: Any, kwargs: dict[str, Any], where: str, thread: bool | None = None) -> RewardComponent:
-    """A component for `type: kind` with the YAML entry's remaining keys as `kwargs`."""
+    """A component for `type: kind` with the YAML entry's remaining keys as `kwargs` (checked by `check_component`
+    first, so a bad entry fails the same way at validation and at build time)."""
+    if problem := check_component(kind, kwargs, where):
+        raise UserError(problem)
     obj = resolve_type(kind, where)
     kwargs = dict(kwargs)
     try:
         if obj is ComputeScoreComponent:
-            function = kwargs.pop("function", None)
-            if not function:
-                raise UserError(f"{where}: type compute_score needs `function: pkg.module:compute_score`")
-            return ComputeScoreComponent(import_object(function, f"{where}.function"), kwargs, thread=bool(thread))
+            function = import_object(kwargs.pop("function"), f"{where}.function")
+            return ComputeScoreComponent(function, kwargs, thread=bool(thread))
         if isinstance(obj, type) and issubclass(obj, RewardComponent):
             return obj(**kwargs)
         if isinstance(obj, RewardComponent):
-            if kwargs:
-                raise UserError(f"{where}: {kind} is a component instance and takes no options {sorted(kwargs)}")
             return obj
-        if callable(obj):
-            if is_compute_score(obj):
-                return ComputeScoreComponent(obj, kwargs, thread=bool(thread))
-            _check_kwargs(obj, kwargs, where)
-            return FunctionComponent(obj, kwargs, thread=thread)
-    except (TypeError, ValueError) as exc:
+        if is_compute_score(obj):
+            return ComputeScoreComponent(obj, kwargs, thread=bool(thread))
+        return FunctionComponent(obj, kwargs, thread=thread)
+    except (TypeError, ValueError) as exc:  # a component's own check of its options
         raise UserError(f"{where} ({kind}): bad options: {exc}") from None
-    raise UserError(f"{where}.type {kind!r} names {type(obj).__name__}, not a reward component or function")
 
 
 def _check_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any], where: str, skip_first: bool = True) -> None:
@@ -120,6 +116,6 @@ def _check_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any], where: str, sk
     try:
         inspect.signature(fn).bind(*([None] if skip_first else []), **kwargs)
     except TypeError as exc:
-        raise UserError(f"{where}: options {sorted(kwargs)} do not fit {fn.__name__}: {exc}") from None
+        raise UserError(f"{where}: options {sorted(kwargs)} do not fit {fn.__name__} (bad options: {exc})") from None
     except ValueError:
         pass

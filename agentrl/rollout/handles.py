@@ -75,11 +75,7 @@ class HFServer(ManagedServer):
             data = path.read_bytes()
             served = push_weights(self.base_url, version, state=data, in_flight=in_flight, timeout=timeout)
         if served != version:
-            raise httpx.HTTPStatusError(
-                f"{self.base_url} serves version {served} after an update to {version}",
-                request=httpx.Request("POST", f"{self.base_url}/v1/weights"),
-                response=httpx.Response(200),
-            )
+            raise httpx.HTTPError(f"{self.base_url} serves version {served} after an update to {version}")
         self.policy_version = version
 
     def _reads_our_files(self, folder: Path, timeout: float) -> bool:

@@ -261,13 +261,18 @@ def eval_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
     success) when a trajectory has one, else earning the full reward of 1. A trajectory an infrastructure failure
     ended counts as no success (and in `eval/failed`).
     """
-    rewards = [t.reward or 0.0 for t in trajectories]
-    succeeded = [t.success if t.success is not None else (t.reward or 0.0) >= 1.0 - 1e-6 for t in trajectories]
     return {
-        "eval/reward_mean": _mean(rewards),
-        "eval/success_rate": _mean([float(s and not t.failed) for s, t in zip(succeeded, trajectories, strict=True)]),
+        "eval/reward_mean": _mean([t.reward or 0.0 for t in trajectories]),
+        "eval/success_rate": _mean([float(_succeeded(t)) for t in trajectories]),
         **failure_metrics(trajectories, "eval"),
     }
+
+
+def _succeeded(traj: Trajectory) -> bool:
+    if traj.failed:
+        return False
+    flag = traj.success
+    return flag if flag is not None else (traj.reward or 0.0) >= 1.0 - 1e-6
 
 
 def _mean(values: list[float] | list[int]) -> float:
