@@ -169,6 +169,8 @@ class LLMClient:
         tried: set[str] = set()
         last: RetryableError | None = None
         for attempt in range(self.max_retries + 1):
+            if last is not None:
+                self.router.note_retry()
             url = await self._acquire(session_id, tried)
             if url is None:
                 await self._backoff(attempt)

@@ -45,6 +45,15 @@ class RolloutServer(Protocol):
     def stop(self) -> None:
         """Stop the server if this process started it."""
 
+    def healthy(self, timeout: float = 2.0) -> bool:
+        """Whether the server answers its health route now."""
+
+    def served_version(self) -> int | None:
+        """The policy version the server itself reports, None when the backend cannot say."""
+
+    def abort(self, timeout: float = 30.0) -> int:
+        """Abort every request in flight; returns how many, when the backend says."""
+
 
 class HFServer(ManagedServer):
     """The built-in `hf` server, started here (`process` set, see `launch_hf_server`) or reached by URL."""
@@ -77,6 +86,12 @@ class HFServer(ManagedServer):
         if served != version:
             raise httpx.HTTPError(f"{self.base_url} serves version {served} after an update to {version}")
         self.policy_version = version
+
+    def served_version(self) -> int | None:
+        """The version the server reports (`GET /v1/weights/version`)."""
+        answer = httpx.get(f"{self.base_url}/v1/weights/version", timeout=10.0)
+        answer.raise_for_status()
+        return int(answer.json()["policy_version"])
 
     def _reads_our_files(self, folder: Path, timeout: float) -> bool:
         token = uuid.uuid4().hex

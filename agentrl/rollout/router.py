@@ -17,6 +17,7 @@ from agentrl.rollout.errors import NoHealthyReplicaError
 logger = logging.getLogger(__name__)
 
 Probe = Callable[[str], Awaitable[bool]]
+Revive = Callable[[str], Awaitable[bool]]
 
 
 def normalize_url(url: str) -> str:
@@ -35,13 +36,17 @@ class Router:
     A request goes to the live replica with the fewest in-flight requests (ties rotate). A request with a
     `session_id` goes to the replica that session used before while that replica is live, for prefix-cache
     hits; a session whose replica died moves to a new one and stays there. Dead replicas are skipped until the
-    background health loop (`start()`) or `check_health()` sees them answer again.
+    background health loop (`start()`) or `check_health()` sees them answer again; a replica that answers again
+    is first handed to `on_revive` (which brings it to the current policy version) and takes traffic only once
+    that succeeded.
 
     Args:
         urls: Base URLs of the replicas (`http://host:port`; a trailing `/v1` is dropped).
         health_interval: Seconds between health checks of dead replicas in the background loop.
         probe: Coroutine `url -> bool` telling whether a replica is healthy; needed by the health loop.
         max_sessions: Sticky session entries kept (least recently used ones are forgotten first).
+        on_revive: Coroutine `url -> bool` run on a dead replica that answers again, before it takes traffic
+            (the trainer's weight sync pushes the current weights there); False keeps it dead for now.
     """
 
     def __init__(
@@ -51,9 +56,15 @@ class Router:
         health_interval: float = 5.0,
         probe: Probe | None = None,
         max_sessions: int = 100_000,
+        on_revive: Revive | None = None,
     ) -> None:
         self.health_interval = health_interval
         self.probe = probe
+        self.on_revive = on_revive
+        self.retries = 0
+        """Requests sent again after a failed attempt (on this or another replica), since the start."""
+        self.revivals = 0
+        """Dead replicas taken back after answering again (restarted, or back from a blip), since the start."""
         self.max_sessions = max_sessions
         self._replicas: list[str] = []
         self._dead: set[str] = set()
@@ -197,6 +208,10 @@ class Router:
         """Requests sent per replica, retries included (since `reset_stats()`)."""
         return dict(self._served)
 
+    def note_retry(self) -> None:
+        """Counts one request sent again after a failed attempt (called by the client)."""
+        self.retries += 1
+
     def reset_stats(self) -> None:
         """Zeroes the peak and served counters."""
         for url in self._replicas:
@@ -216,7 +231,8 @@ class Router:
     # ---- health -----------------------------------------------------------------------------------------
 
     async def check_health(self) -> list[str]:
-        """Probes every dead replica once and takes back those that answer.
+        """Probes every dead replica once and takes back those that answer (and that `on_revive` brought up to
+        date, when set).
 
         Returns:
             The replicas taken back.
@@ -224,17 +240,26 @@ class Router:
         dead = self.dead
         if self.probe is None or not dead:
             return []
-        results = await asyncio.gather(*(self._probe_one(u) for u in dead))
+        results = await asyncio.gather(*(self._revive_one(u) for u in dead))
         revived = [u for u, ok in zip(dead, results, strict=True) if ok]
         for url in revived:
+            if url in self._dead:
+                self.revivals += 1
             self.mark_alive(url)
         return revived
 
-    async def _probe_one(self, url: str) -> bool:
-        assert self.probe is not None
+    async def _revive_one(self, url: str) -> bool:
+        if not await self._call(self.probe, url, "health probe"):
+            return False
+        return self.on_revive is None or await self._call(self.on_revive, url, "catch-up")
+
+    @staticmethod
+    async def _call(check: Probe | None, url: str, what: str) -> bool:
+        assert check is not None
         try:
-            return await self.probe(url)
-        except Exception:  # a probe that raises means "not healthy"
+            return bool(await check(url))
+        except Exception as exc:  # a check that raises means "not ready"
+            logger.warning("rollout replica %s: %s failed: %s: %s", url, what, type(exc).__name__, exc)
             return False
 
     def start(self) -> None:

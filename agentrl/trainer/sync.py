@@ -2,13 +2,17 @@
 
 The state dict is written once as a safetensors file in shared memory (`/dev/shm` when available) and each
 server loads it from there through its handle's `update_weights` (`agentrl.rollout.handles`): the `hf` server's
-`POST /v1/weights`, vLLM's `reload_weights` RPC, SGLang's `update_weights_from_disk`.
+`POST /v1/weights`, vLLM's `reload_weights` RPC, SGLang's `update_weights_from_disk`. Dead replicas are skipped
+and caught up when they answer again (failover).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +24,9 @@ from safetensors.torch import save_file
 
 from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight, RolloutServer
+from agentrl.rollout.router import normalize_url
+
+logger = logging.getLogger(__name__)
 
 
 class WeightSyncError(InfrastructureError):
@@ -47,6 +54,11 @@ def write_safetensors(state: Mapping[str, torch.Tensor], folder: Path) -> Path:
 class WeightSync:
     """Pushes weights to rollout servers and records the version each one serves.
 
+    A server that cannot be reached during a push (it died) is marked dead in the router and skipped; the push
+    fails only when no server took the weights. The last pushed weights are kept until the next push, so that a
+    replica that comes back (restarted, or answering again) is brought to the current version by `catch_up`
+    before the router gives it traffic (`router.on_revive`).
+
     Args:
         servers: rollout server handles (`agentrl.rollout.handles.RolloutServer`).
         router: optional `Router` whose per-replica policy versions are updated after each push.
@@ -61,16 +73,71 @@ class WeightSync:
         self.in_flight = in_flight
         self.timeout = timeout
         self.version = 0
+        self._staged: tempfile.TemporaryDirectory[str] | None = None
+        self._lock = threading.Lock()
+        if router is not None:
+            router.on_revive = self.revive
 
     def push(self, state: Mapping[str, torch.Tensor], version: int | None = None) -> float:
-        """Send `state` to every server as `version` (default: the next one); returns the seconds it took."""
+        """Send `state` to every live server as `version` (default: the next one); returns the seconds it took."""
         started = time.perf_counter()
-        self.version = self.version + 1 if version is None else version
-        with tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=_scratch_dir()) as tmp:
-            path = write_safetensors(state, Path(tmp))
-            for server in self.servers:
-                self._push_one(server, path)
+        with self._lock:
+            self.version = self.version + 1 if version is None else version
+            staged = tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=_scratch_dir())
+            path = write_safetensors(state, Path(staged.name))
+            self._replace_staged(staged)
+            reached = [server for server in self.servers if self._push_live(server, path)]
+            if not reached:
+                raise WeightSyncError(
+                    f"no rollout server took the weights of version {self.version}: all of "
+                    f"{[s.url for s in self.servers]} are unreachable. Are the servers up?"
+                )
         return time.perf_counter() - started
+
+    def catch_up(self, url: str) -> bool:
+        """Bring the server at `url` to the current version (with the last pushed weights) unless it serves it.
+
+        Returns:
+            Whether the server now serves the current version.
+        """
+        server = next((s for s in self.servers if _same_url(s.url, url)), None)
+        if server is None:
+            return False
+        with self._lock:
+            if self._staged is None or _served_version(server) == self.version:
+                self._record(server)
+                return True
+            logger.info("bringing the %s server at %s to policy version %d", server.backend, url, self.version)
+            self._push_one(server, Path(self._staged.name) / "model.safetensors")
+            return True
+
+    async def revive(self, url: str) -> bool:
+        """`Router.on_revive`: `catch_up` in a worker thread."""
+        return await asyncio.to_thread(self.catch_up, url)
+
+    def close(self) -> None:
+        """Delete the kept weights."""
+        with self._lock:
+            self._replace_staged(None)
+
+    def _replace_staged(self, staged: tempfile.TemporaryDirectory[str] | None) -> None:
+        old, self._staged = self._staged, staged
+        if old is not None:
+            old.cleanup()
+
+    def _push_live(self, server: RolloutServer, path: Path) -> bool:
+        """Push to one server unless the router knows it is dead; a server that cannot be reached is marked so."""
+        if self.router is not None and normalize_url(server.url) in self.router.dead:
+            return False
+        try:
+            self._push_one(server, path)
+        except WeightSyncError as exc:
+            if self.router is None or not isinstance(exc.__cause__, _UNREACHABLE):
+                raise
+            logger.warning("%s; routing around it until it answers again", exc)
+            self.router.mark_dead(server.url)
+            return False
+        return True
 
     def _push_one(self, server: RolloutServer, path: Path) -> None:
         try:
@@ -79,5 +146,26 @@ class WeightSync:
             raise WeightSyncError(
                 f"weight update of the {server.backend} server at {server.url} failed: {exc}"
             ) from exc
+        self._record(server)
+
+    def _record(self, server: RolloutServer) -> None:
+        server.policy_version = self.version
         if self.router is not None:
             self.router.set_policy_version(server.url, self.version)
+
+
+_UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+"""Errors of a server that is gone (as opposed to one that answered and refused)."""
+
+
+def _same_url(a: str, b: str) -> bool:
+    return normalize_url(a) == normalize_url(b)
+
+
+def _served_version(server: RolloutServer) -> int | None:
+    """The version the server says it serves, None when it cannot say (vLLM, SGLang) or does not answer."""
+    served = getattr(server, "served_version", None)
+    try:
+        return served() if served is not None else None
+    except (httpx.HTTPError, ValueError):
+        return None

@@ -135,11 +135,17 @@ def test_check_tensors_lists_every_problem():
 
 
 def _mock_client(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Any]]) -> None:
+    served = {"version": "0"}
+
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
         if request.url.path == "/collective_rpc":
             assert os.path.isfile(Path(body["kwargs"]["weights_path"]) / "model.safetensors")
         calls.append((f"{request.url.path}{'?' + request.url.query.decode() if request.url.query else ''}", body))
+        if request.url.path == "/update_weight_version":
+            served["version"] = body["new_version"]
+        if request.url.path == "/weight_info":
+            return httpx.Response(200, json={"weight_version": served["version"]})
         return httpx.Response(200, json={"results": [None]})
 
     real = httpx.Client
@@ -152,9 +158,33 @@ def test_update_weights_pauses_reloads_resets_cache_and_resumes(monkeypatch: pyt
     _mock_client(monkeypatch, calls)
     server = VLLMServer("http://vllm.test:8000", model_path=str(tmp_path))
     server.update_weights({"w": torch.ones(2, 3)}, version=5, in_flight="abort")
-    assert [path for path, _ in calls] == ["/pause?mode=abort", "/collective_rpc", "/reset_prefix_cache", "/resume"]
+    assert [path for path, _ in calls] == [
+        "/pause?mode=abort",
+        "/collective_rpc",
+        "/reset_prefix_cache",
+        "/update_weight_version",
+        "/resume",
+        "/weight_info",  # the served version is read back and checked
+    ]
     assert calls[1][1]["method"] == "reload_weights"
-    assert server.policy_version == 5
+    assert calls[3][1] == {"new_version": "5"}
+    assert server.policy_version == 5 and server.served_version() == 5
+
+
+def test_pause_resume_and_abort_use_vllms_routes(monkeypatch: pytest.MonkeyPatch):
+    calls: list[tuple[str, Any]] = []
+    _mock_client(monkeypatch, calls)
+    monkeypatch.setattr(vllm.httpx, "post", lambda url, json, timeout: _post_via(url, json, calls))
+    server = VLLMServer("http://vllm.test:8000")
+    server.pause("keep")
+    server.resume()
+    server.abort()
+    assert [path for path, _ in calls] == ["/pause?mode=keep", "/resume", "/abort_requests"]
+
+
+def _post_via(url: str, body: Any, calls: list[tuple[str, Any]]) -> httpx.Response:
+    calls.append((httpx.URL(url).path, body))
+    return httpx.Response(200, json={"aborted": 0}, request=httpx.Request("POST", url))
 
 
 def test_mismatched_weights_never_reach_the_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):

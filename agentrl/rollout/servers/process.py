@@ -251,6 +251,33 @@ class ManagedServer:
         if self.process is not None:
             self.process.stop()
 
+    def healthy(self, timeout: float = 2.0) -> bool:
+        """Whether the server answers its health route now."""
+        return is_healthy(self.base_url, timeout=timeout)
+
+    def served_version(self) -> int | None:
+        """The policy version the server itself says it serves (None: it cannot say).
+
+        Raises:
+            httpx.HTTPError: the server did not answer.
+        """
+        return None
+
+    def abort(self, timeout: float = 30.0) -> int:
+        """Abort every request in flight (they end with `finish_reason: abort`); returns how many, when known.
+
+        Raises:
+            httpx.HTTPError: the server did not answer or refused.
+        """
+        path, body = self.abort_route
+        response = httpx.post(self.base_url + path, json=body, timeout=timeout)
+        response.raise_for_status()
+        answer = response.json() if response.content else {}
+        return int(answer.get("aborted", 0)) if isinstance(answer, dict) else 0
+
+    abort_route: tuple[str, dict[str, Any]] = ("/v1/abort", {})
+    """The backend's abort-everything route and body."""
+
     def __enter__(self) -> Self:
         return self
 

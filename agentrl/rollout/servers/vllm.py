@@ -204,9 +204,37 @@ class VLLMServer(ManagedServer):
                     rpc = {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}
                     _raise_for_status(http.post("/collective_rpc", json=rpc), "reload_weights")
                     _raise_for_status(http.post("/reset_prefix_cache"), "reset_prefix_cache")
+                    version_body = {"new_version": str(version)}
+                    _raise_for_status(http.post("/update_weight_version", json=version_body), "update_weight_version")
                 finally:
                     http.post("/resume")
+        served = self.served_version()
+        if served != version:
+            raise httpx.HTTPError(f"vLLM at {self.base_url} serves weight version {served} after an update to {version}")
         self.policy_version = version
+
+    abort_route = ("/abort_requests", {})
+
+    def served_version(self) -> int | None:
+        """The weight version vLLM reports (`GET /weight_info`), as set by `update_weights` (0 at start)."""
+        with httpx.Client(base_url=self.base_url, timeout=10.0) as http:
+            answer = http.get("/weight_info")
+        _raise_for_status(answer, "weight_info")
+        raw = answer.json().get("weight_version")
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            return 0  # vLLM's own initial version label: the weights it loaded from the model folder
+
+    def pause(self, mode: Literal["wait", "abort", "keep"] = "wait", timeout: float = 600.0) -> None:
+        """Stop scheduling: `wait` lets running requests finish, `abort` ends them, `keep` freezes them."""
+        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+            _raise_for_status(http.post("/pause", params={"mode": mode}), "pause")
+
+    def resume(self, timeout: float = 60.0) -> None:
+        """Schedule again after `pause`."""
+        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+            _raise_for_status(http.post("/resume"), "resume")
 
     def _expected_tensors(self) -> dict[str, list[int]] | None:
         """Names and shapes of the served model's tensors, when its folder is known."""
