@@ -210,7 +210,7 @@ class VLLMServer(ManagedServer):
                     http.post("/resume")
         served = self.served_version()
         if served != version:
-            raise httpx.HTTPError(f"vLLM at {self.base_url} serves weight version {served} after an update to {version}")
+            raise httpx.HTTPError(f"vLLM at {self.base_url} serves version {served} after an update to {version}")
         self.policy_version = version
 
     abort_route = ("/abort_requests", {})
