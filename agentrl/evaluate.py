@@ -217,7 +217,13 @@ class _Policy:
             return ChatPolicy(self.cfg.model, self.tokenizer, base, key, self.cfg.rollout.request_timeout_s)
         servers = await self._stack.enter_async_context(rollout_servers(self.cfg, self.model_path))
         urls = [s.url for s in servers]
-        return await self._stack.enter_async_context(LLMClient(urls, timeout=self.cfg.rollout.request_timeout_s))
+        return await self._stack.enter_async_context(
+            LLMClient(
+                urls,
+                timeout=self.cfg.rollout.request_timeout_s,
+                health_interval=self.cfg.rollout.health_check_interval_s,
+            )
+        )
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()

@@ -68,7 +68,11 @@ async def _rollout(cfg: AgentRLConfig) -> Path:
     started = time.perf_counter()
     async with (
         rollout_servers(cfg, model_path) as servers,
-        LLMClient([s.url for s in servers], timeout=cfg.rollout.request_timeout_s) as llm,
+        LLMClient(
+            [s.url for s in servers],
+            timeout=cfg.rollout.request_timeout_s,
+            health_interval=cfg.rollout.health_check_interval_s,
+        ) as llm,
         rollout_session(cfg, llm, tokenizer, show_progress=True, run_id=out.name) as manager,
     ):
         with (out / "trajectories.jsonl").open("w") as f:

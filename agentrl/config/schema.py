@@ -31,6 +31,9 @@ class RolloutConfig(_Section):
     max_tokens: int = Field(256, ge=1, description="tokens per assistant turn")
     max_model_len: int = Field(2048, ge=16, description="context length of the rollout server")
     request_timeout_s: float = Field(600.0, gt=0, description="timeout of one generation request")
+    health_check_interval_s: float = Field(
+        5.0, gt=0, description="seconds between health checks of a dead replica (it takes traffic again once caught up)"
+    )
     seed: int | None = Field(None, description="seed trajectories' sampling (reproducible rollouts); None: random")
     trajectory_timeout_s: float = Field(1800.0, gt=0, description="wall-clock limit of one trajectory")
     weight_update: Literal["finish", "abort"] = Field(

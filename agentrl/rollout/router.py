@@ -65,6 +65,7 @@ class Router:
         """Requests sent again after a failed attempt (on this or another replica), since the start."""
         self.revivals = 0
         """Dead replicas taken back after answering again (restarted, or back from a blip), since the start."""
+        self._reported = (0, 0)
         self.max_sessions = max_sessions
         self._replicas: list[str] = []
         self._dead: set[str] = set()
@@ -211,6 +212,16 @@ class Router:
     def note_retry(self) -> None:
         """Counts one request sent again after a failed attempt (called by the client)."""
         self.retries += 1
+
+    def failover_metrics(self) -> dict[str, float]:
+        """Retries and revivals since the previous call, and the replicas live now (`rollout/...` metrics)."""
+        retries, revivals = self.retries - self._reported[0], self.revivals - self._reported[1]
+        self._reported = (self.retries, self.revivals)
+        return {
+            "rollout/server_retries": float(retries),
+            "rollout/replica_restarts": float(revivals),
+            "rollout/live_replicas": float(len(self.healthy)),
+        }
 
     def reset_stats(self) -> None:
         """Zeroes the peak and served counters."""

@@ -93,7 +93,11 @@ class Trainer:
         state = self._resume()
         async with (
             rollout_servers(self.cfg, model_path) as servers,
-            LLMClient([s.url for s in servers], timeout=self.cfg.rollout.request_timeout_s) as llm,
+            LLMClient(
+                [s.url for s in servers],
+                timeout=self.cfg.rollout.request_timeout_s,
+                health_interval=self.cfg.rollout.health_check_interval_s,
+            ) as llm,
             rollout_session(self.cfg, llm, self.tokenizer, run_id=self.out.name) as manager,
         ):
             self.sync = WeightSync(servers, router=llm.router, in_flight=self.cfg.rollout.weight_update)
@@ -108,7 +112,10 @@ class Trainer:
             self.sync.push(self.backend.state_dict(), version=self.version)
             if state is None and self.cfg.trainer.eval_every:
                 await self._evaluate(0)
-            await self._loop(self.version + 1)
+            try:
+                await self._loop(self.version + 1)
+            finally:
+                self.sync.close()
 
     def _resume(self) -> TrainerState | None:
         if not self.cfg.trainer.resume:
@@ -199,6 +206,7 @@ class Trainer:
         metrics: dict[str, Any] = {**batch.metrics, **rollout_metrics(batch.generated, batch.timings["rollout_s"])}
         metrics["rollout/staleness_mean"] = _mean([staleness(traj, self.version) for traj in trainable])
         metrics["rollout/stale_trajectories"] = float(len(stale))
+        metrics.update(self.sync.router.failover_metrics())
         started = time.perf_counter()
         metrics.update(self.backend.step(trainable) if trainable else {"train/skipped": 1.0})
         self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)

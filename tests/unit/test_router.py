@@ -194,3 +194,41 @@ async def test_unhealthy_replica_stays_dead_until_health_passes() -> None:
             assert llm.router.dead == [victim.url]
             victim.healthy = True
             await eventually(lambda: not llm.router.dead)
+
+
+async def test_a_replica_that_answers_again_takes_traffic_only_after_catching_up() -> None:
+    caught_up: list[str] = []
+    ready = {A: False}
+
+    async def probe(url: str) -> bool:
+        return True
+
+    async def catch_up(url: str) -> bool:
+        caught_up.append(url)
+        return ready[url]
+
+    router = Router([A, B], probe=probe, on_revive=catch_up)
+    router.mark_dead(A)
+    assert await router.check_health() == [] and router.dead == [A]  # answered, but could not catch up
+    ready[A] = True
+    assert await router.check_health() == [A] and router.healthy == [A, B]
+    assert caught_up == [A, A]
+    assert router.failover_metrics() == {
+        "rollout/server_retries": 0.0,
+        "rollout/replica_restarts": 1.0,
+        "rollout/live_replicas": 2.0,
+    }
+    assert router.failover_metrics()["rollout/replica_restarts"] == 0.0  # counted once
+
+
+async def test_retries_of_a_killed_replicas_requests_are_counted() -> None:
+    with fake_servers(2, latency=0.3) as servers:
+        victim = servers[0]
+        async with LLMClient([s.url for s in servers], **FAST) as llm:
+            tasks = [asyncio.create_task(llm.generate([i], SamplingParams(max_tokens=2))) for i in range(10)]
+            await eventually(lambda: victim.in_flight > 0)
+            lost = victim.in_flight
+            victim.kill()
+            outs = await asyncio.gather(*tasks)
+            assert [o.token_ids for o in outs] == [fake_token_ids([i], 2) for i in range(10)]
+            assert llm.router.failover_metrics()["rollout/server_retries"] >= lost
