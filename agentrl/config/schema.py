@@ -23,6 +23,16 @@ class RolloutConfig(_Section):
     backend: Literal["hf", "vllm", "sglang"] = Field("hf", description="rollout server kind")
     urls: list[str] = Field(default_factory=list, description="connect to running servers instead of starting")
     num_replicas: int = Field(1, ge=1, description="servers to start when urls is empty")
+    placement: Literal["local", "ray"] = Field(
+        "local", description="start the servers as subprocesses here, or each in a Ray actor on a cluster node"
+    )
+    num_cpus_per_replica: float = Field(1.0, gt=0, description="placement=ray: CPUs reserved by each server actor")
+    num_gpus_per_replica: float | None = Field(
+        None, ge=0, description="placement=ray: GPUs of each server actor; None: 1 when the cluster has GPUs, else 0"
+    )
+    replica_resources: dict[str, float] = Field(
+        default_factory=dict, description="placement=ray: custom Ray resources each server actor needs"
+    )
     n: int = Field(4, ge=1, description="samples per prompt (the GRPO group size)")
     max_concurrency: int = Field(64, ge=1, description="trajectories in flight at once")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature; 0 is greedy")

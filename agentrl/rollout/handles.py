@@ -10,6 +10,7 @@ the handle, never on a URL string:
 | hf      | `POST /v1/weights`: the file's path, or its bytes when no shared files  | `launch_hf_server`    |
 | vllm    | `/pause`, `/collective_rpc reload_weights`, `/reset_prefix_cache`, `/resume` | `VLLMServer.launch` |
 | sglang  | `/update_weights_from_disk`                                             | `SGLangServer.launch` |
+| any, as a Ray actor | the object store, then the node's `/dev/shm` and the route above | `ray_rollout_servers` |
 
 The `hf` handle asks its server once whether it reads a file this process wrote (`POST /v1/weights/probe`); a
 server in another container or on another host gets the weights uploaded. vLLM and SGLang take a path only.
@@ -36,6 +37,8 @@ class RolloutServer(Protocol):
     url: str
     backend: str
     policy_version: int
+    weights_via: str
+    """`file`: `update_weights` takes a safetensors file; `object_store`: a Ray object ref of one (server actors)."""
 
     def update_weights(
         self, weights: Any, version: int, in_flight: InFlight = "finish", timeout: float = 600.0

@@ -1,7 +1,7 @@
 """Start rollout servers for a run (or from `agentrl serve`), and stop them afterwards.
 
 `rollout.urls` set: connect to those servers and start nothing. Otherwise start `rollout.num_replicas` servers
-of `rollout.backend` on free local ports.
+of `rollout.backend`: on free local ports, or each in a Ray actor on a cluster node (`rollout.placement=ray`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ async def rollout_servers(cfg: AgentRLConfig, model_path: str) -> AsyncIterator[
     `rollout.backend`, serving `model_path`). The servers started here are stopped afterwards."""
     if cfg.rollout.urls:
         yield [connect_server(url, cfg.rollout.backend, model_path) for url in cfg.rollout.urls]
+        return
+    if cfg.rollout.placement == "ray":
+        from agentrl.rollout.ray_servers import ray_rollout_servers
+
+        with ray_rollout_servers(cfg) as actors:
+            yield list(actors)
         return
     handles: list[RolloutServer] = []
     try:

@@ -37,18 +37,50 @@ def _scratch_dir() -> str | None:
     return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 
 
-def write_safetensors(state: Mapping[str, torch.Tensor], folder: Path) -> Path:
-    """Save a state dict as one contiguous safetensors file (shared tensors de-duplicated by name)."""
-    path = folder / "model.safetensors"
+def _dedup(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """CPU tensors of `state`, tied ones (embed/lm_head share storage; safetensors refuses aliases) copied."""
     tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
     seen: dict[int, str] = {}
-    for name in list(tensors):  # tied weights (embed/lm_head) share storage; safetensors refuses aliases
+    for name in list(tensors):
         ptr = tensors[name].data_ptr()
         if ptr in seen:
             tensors[name] = tensors[name].clone()
         seen[ptr] = name
-    save_file(tensors, str(path))
+    return tensors
+
+
+def write_safetensors(state: Mapping[str, torch.Tensor], folder: Path) -> Path:
+    """Save a state dict as one contiguous safetensors file (shared tensors de-duplicated by name)."""
+    path = folder / "model.safetensors"
+    save_file(_dedup(state), str(path))
     return path
+
+
+class StagedWeights:
+    """One push's weights, staged once for each route the servers need: a safetensors file in shared memory
+    (servers that read files or take uploads) and a safetensors blob in Ray's object store (server actors).
+    Kept until the next push, for replicas that come back."""
+
+    def __init__(self, state: Mapping[str, torch.Tensor], *, file: bool, object_store: bool) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=_scratch_dir()) if file else None
+        self.path = write_safetensors(state, Path(self._dir.name)) if self._dir is not None else None
+        self.ref = None
+        if object_store:
+            import ray
+            from safetensors.torch import save
+
+            self.ref = ray.put(save(_dedup(state)))
+
+    def for_server(self, server: RolloutServer) -> Any:
+        """What `server.update_weights` takes: the object ref for server actors, else the file's path."""
+        if _weights_via(server) == "object_store":
+            return self.ref if self.ref is not None else str(self.path)
+        return str(self.path)
+
+    def cleanup(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+        self.ref = None
 
 
 class WeightSync:
@@ -73,7 +105,7 @@ class WeightSync:
         self.in_flight = in_flight
         self.timeout = timeout
         self.version = 0
-        self._staged: tempfile.TemporaryDirectory[str] | None = None
+        self._staged: StagedWeights | None = None
         self._lock = threading.Lock()
         if router is not None:
             router.on_revive = self.revive
@@ -83,10 +115,10 @@ class WeightSync:
         started = time.perf_counter()
         with self._lock:
             self.version = self.version + 1 if version is None else version
-            staged = tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=_scratch_dir())
-            path = write_safetensors(state, Path(staged.name))
+            routes = {_weights_via(server) for server in self.servers}
+            staged = StagedWeights(state, file="file" in routes, object_store="object_store" in routes)
             self._replace_staged(staged)
-            reached = [server for server in self.servers if self._push_live(server, path)]
+            reached = [server for server in self.servers if self._push_live(server, staged)]
             if not reached:
                 raise WeightSyncError(
                     f"no rollout server took the weights of version {self.version}: all of "
@@ -108,7 +140,7 @@ class WeightSync:
                 self._record(server)
                 return True
             logger.info("bringing the %s server at %s to policy version %d", server.backend, url, self.version)
-            self._push_one(server, Path(self._staged.name) / "model.safetensors")
+            self._push_one(server, self._staged)
             return True
 
     async def revive(self, url: str) -> bool:
@@ -120,17 +152,17 @@ class WeightSync:
         with self._lock:
             self._replace_staged(None)
 
-    def _replace_staged(self, staged: tempfile.TemporaryDirectory[str] | None) -> None:
+    def _replace_staged(self, staged: StagedWeights | None) -> None:
         old, self._staged = self._staged, staged
         if old is not None:
             old.cleanup()
 
-    def _push_live(self, server: RolloutServer, path: Path) -> bool:
+    def _push_live(self, server: RolloutServer, staged: StagedWeights) -> bool:
         """Push to one server unless the router knows it is dead; a server that cannot be reached is marked so."""
         if self.router is not None and normalize_url(server.url) in self.router.dead:
             return False
         try:
-            self._push_one(server, path)
+            self._push_one(server, staged)
         except WeightSyncError as exc:
             if self.router is None or not isinstance(exc.__cause__, _UNREACHABLE):
                 raise
@@ -139,10 +171,11 @@ class WeightSync:
             return False
         return True
 
-    def _push_one(self, server: RolloutServer, path: Path) -> None:
+    def _push_one(self, server: RolloutServer, staged: StagedWeights) -> None:
+        weights = staged.for_server(server)
         try:
-            server.update_weights(str(path), self.version, in_flight=self.in_flight, timeout=self.timeout)
-        except (httpx.HTTPError, OSError, ValueError) as exc:
+            server.update_weights(weights, self.version, in_flight=self.in_flight, timeout=self.timeout)
+        except Exception as exc:  # each backend fails its own way (HTTP, OS, Ray); all are this server's failure
             raise WeightSyncError(
                 f"weight update of the {server.backend} server at {server.url} failed: {exc}"
             ) from exc
@@ -154,8 +187,12 @@ class WeightSync:
             self.router.set_policy_version(server.url, self.version)
 
 
-_UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+_UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError, ConnectionError)
 """Errors of a server that is gone (as opposed to one that answered and refused)."""
+
+
+def _weights_via(server: RolloutServer) -> str:
+    return getattr(server, "weights_via", "file")
 
 
 def _same_url(a: str, b: str) -> bool:
@@ -167,5 +204,5 @@ def _served_version(server: RolloutServer) -> int | None:
     served = getattr(server, "served_version", None)
     try:
         return served() if served is not None else None
-    except (httpx.HTTPError, ValueError):
+    except Exception:  # cannot say: the catch-up pushes anyway
         return None

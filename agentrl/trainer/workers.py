@@ -9,7 +9,6 @@ folders must be reachable from every host at the same path.
 from __future__ import annotations
 
 import contextlib
-import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from agentrl.types import Trajectory
 
 SETUP_TIMEOUT_S = 900.0
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_HOME", "AGENTRL_MODEL_CACHE", "OMP_WAIT_POLICY", "LITELLM_LOCAL_MODEL_COST_MAP")
 
 
 class TrainBackendError(InfrastructureError):
@@ -169,23 +167,12 @@ class RayBackend:
 
 def _init_ray(cfg: RayConfig) -> bool:
     """Start or join Ray unless it is running in this process; returns whether this call started it."""
-    import ray
+    from agentrl.ray_cluster import RayClusterError, init_ray
 
-    if ray.is_initialized():
-        return False
-    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-    kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}, "log_to_driver": True}
-    if cfg.address is None:
-        kwargs.update(num_cpus=cfg.num_cpus or os.cpu_count(), include_dashboard=False)
     try:
-        ray.init(address=cfg.address, **kwargs)
-    except Exception as error:  # ray raises ConnectionError, RuntimeError, ValueError...
-        where = f"join the Ray cluster at ray.address={cfg.address!r}" if cfg.address else "start a local Ray"
-        raise TrainBackendError(
-            f"could not {where}: {error}. Check `ray status` (or unset ray.address to start a local one), "
-            "or use trainer.num_ranks=1, which needs no Ray."
-        ) from None
-    return True
+        return init_ray(cfg)
+    except RayClusterError as error:
+        raise TrainBackendError(f"{error} Or use trainer.num_ranks=1, which needs no Ray.") from None
 
 
 def _actor_options(cfg: RayConfig, world: int) -> dict[str, Any]:

@@ -275,6 +275,9 @@ class ManagedServer:
         answer = response.json() if response.content else {}
         return int(answer.get("aborted", 0)) if isinstance(answer, dict) else 0
 
+    weights_via = "file"
+    """New weights reach the server as a safetensors file (by path, or uploaded: see `update_weights`)."""
+
     abort_route: tuple[str, dict[str, Any]] = ("/v1/abort", {})
     """The backend's abort-everything route and body."""
 

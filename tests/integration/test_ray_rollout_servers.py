@@ -1,0 +1,77 @@
+"""Rollout servers as Ray actors on a simulated two-node cluster (`ray.cluster_utils.Cluster` on this machine):
+the server actor is placed on the second node by a custom resource, serves requests at that node's address, and
+receives weights through the object store (the trainer writes no file for it)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import httpx
+import pytest
+
+from agentrl.config.loader import load_config
+from agentrl.ray_cluster import FORWARDED_ENV
+from agentrl.rollout import LLMClient, SamplingParams
+from agentrl.rollout.serve import rollout_servers
+from agentrl.trainer.sync import StagedWeights, WeightSync
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster():
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    second = cluster.add_node(num_cpus=1, resources={"rollout_node": 1})
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    ray.init(address=cluster.address, runtime_env={"env_vars": env}, log_to_driver=False)
+    yield second.node_id
+    ray.shutdown()
+    cluster.shutdown()
+
+
+async def test_a_server_actor_on_the_second_node_gets_weights_through_the_object_store(
+    two_node_cluster, default_model_path, default_tokenizer, monkeypatch
+):
+    from safetensors.torch import load_file
+
+    cfg = load_config(
+        overrides=[
+            "rollout.placement=ray",
+            "rollout.num_cpus_per_replica=1",
+            "rollout.replica_resources={rollout_node: 1}",
+            "rollout.max_model_len=512",
+        ],
+        check_run=False,
+    )
+    written: list[bool] = []
+    real_init = StagedWeights.__init__
+
+    def spy(self, state, *, file, object_store):
+        written.append(file)
+        real_init(self, state, file=file, object_store=object_store)
+
+    monkeypatch.setattr(StagedWeights, "__init__", spy)
+    state = load_file(f"{default_model_path}/model.safetensors")
+    state["model.norm.weight"] *= 1.5  # version 1: weights whose logprobs differ
+    greedy = SamplingParams(max_tokens=8, temperature=0.0)
+    prompt = default_tokenizer("The capital of France is").input_ids
+    async with rollout_servers(cfg, default_model_path) as servers:
+        (server,) = servers
+        assert server.node_id == two_node_cluster  # placed on the second node
+        assert server.weights_via == "object_store"
+        async with LLMClient([server.url]) as llm:
+            before = await llm.generate(prompt, greedy)
+            sync = WeightSync(servers, router=llm.router)
+            await asyncio.to_thread(sync.push, state, 1)
+            after = await llm.generate(prompt, greedy)
+            sync.close()
+        assert written == [False]  # no file in this machine's /dev/shm: the blob went by the object store
+        assert server.served_version() == 1 == server.policy_version
+        assert httpx.get(f"{server.url}/v1/weights/version").json()["policy_version"] == 1
+        assert max(abs(a - b) for a, b in zip(after.logprobs, before.logprobs, strict=False)) > 1e-2
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{server.url}/health", timeout=2)  # stopped with the actor
