@@ -46,6 +46,11 @@ class RolloutConfig(_Section):
     )
     seed: int | None = Field(None, description="seed trajectories' sampling (reproducible rollouts); None: random")
     trajectory_timeout_s: float = Field(1800.0, gt=0, description="wall-clock limit of one trajectory")
+    shared_weights_dir: str | None = Field(
+        None,
+        description="a folder this machine and the rollout.urls servers see at the same path (NFS): vLLM/SGLang "
+        "servers on other hosts load each push's weights from there",
+    )
     weight_update: Literal["finish", "abort"] = Field(
         "finish", description="requests in flight at a weight push: finish on the old weights, or abort"
     )

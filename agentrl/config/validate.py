@@ -9,6 +9,8 @@ is listed at once, each with its fix.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentrl.config.loader import ConfigError
 from agentrl.config.schema import AgentRLConfig
 
@@ -28,12 +30,25 @@ def run_problems(cfg: AgentRLConfig) -> list[str]:
     """Every problem of `cfg` that `validate_run` reports (empty when it can run)."""
     return [
         *_agent_problems(cfg),
+        *_rollout_problems(cfg),
         *_tool_problems(cfg),
         *_reward_problems(cfg),
         *_trainer_problems(cfg),
         *_env_problems(cfg),
         *_data_problems(cfg),
     ]
+
+
+def _rollout_problems(cfg: AgentRLConfig) -> list[str]:
+    r, problems = cfg.rollout, []
+    if r.placement == "ray" and r.urls:
+        problems.append(
+            "rollout.placement=ray starts servers on the Ray cluster, rollout.urls connects to running ones: "
+            "set only one of them"
+        )
+    if r.shared_weights_dir is not None and not Path(r.shared_weights_dir).is_dir():
+        problems.append(f"rollout.shared_weights_dir: {r.shared_weights_dir} is not a folder on this machine")
+    return problems
 
 
 def _agent_problems(cfg: AgentRLConfig) -> list[str]:

@@ -87,6 +87,7 @@ class Trainer:
 
     async def _serve_and_train(self, model_path: str) -> None:
         from agentrl.rollout.client import LLMClient
+        from agentrl.rollout.routes import check_weight_routes
         from agentrl.rollout.serve import rollout_servers
         from agentrl.trainer.sync import WeightSync
 
@@ -100,7 +101,13 @@ class Trainer:
             ) as llm,
             rollout_session(self.cfg, llm, self.tokenizer, run_id=self.out.name) as manager,
         ):
-            self.sync = WeightSync(servers, router=llm.router, in_flight=self.cfg.rollout.weight_update)
+            check_weight_routes(servers, self.cfg)
+            self.sync = WeightSync(
+                servers,
+                router=llm.router,
+                in_flight=self.cfg.rollout.weight_update,
+                scratch_dir=self.cfg.rollout.shared_weights_dir,
+            )
             self.manager = manager
             self.collector = BatchCollector(
                 manager, self.rewards, self.train_samples, self.cfg.data.batch_size, self.cfg.trainer, self.cfg.seed

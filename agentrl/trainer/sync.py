@@ -61,8 +61,12 @@ class StagedWeights:
     (servers that read files or take uploads) and a safetensors blob in Ray's object store (server actors).
     Kept until the next push, for replicas that come back."""
 
-    def __init__(self, state: Mapping[str, torch.Tensor], *, file: bool, object_store: bool) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=_scratch_dir()) if file else None
+    def __init__(
+        self, state: Mapping[str, torch.Tensor], *, file: bool, object_store: bool, folder: str | None = None
+    ) -> None:
+        self._dir = (
+            tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=folder or _scratch_dir()) if file else None
+        )
         self.path = write_safetensors(state, Path(self._dir.name)) if self._dir is not None else None
         self.ref = None
         if object_store:
@@ -95,11 +99,19 @@ class WeightSync:
         servers: rollout server handles (`agentrl.rollout.handles.RolloutServer`).
         router: optional `Router` whose per-replica policy versions are updated after each push.
         in_flight: `finish` lets running requests complete on the old weights; `abort` stops them.
+        scratch_dir: where the weights file is written (default: `/dev/shm`, else the temp folder); a folder
+            shared with servers on other hosts (`rollout.shared_weights_dir`).
     """
 
     def __init__(
-        self, servers: list[RolloutServer], router: Any = None, in_flight: InFlight = "finish", timeout: float = 600.0
+        self,
+        servers: list[RolloutServer],
+        router: Any = None,
+        in_flight: InFlight = "finish",
+        timeout: float = 600.0,
+        scratch_dir: str | None = None,
     ):
+        self.scratch_dir = scratch_dir or _scratch_dir()
         self.servers = servers
         self.router = router
         self.in_flight = in_flight
@@ -116,7 +128,9 @@ class WeightSync:
         with self._lock:
             self.version = self.version + 1 if version is None else version
             routes = {_weights_via(server) for server in self.servers}
-            staged = StagedWeights(state, file="file" in routes, object_store="object_store" in routes)
+            staged = StagedWeights(
+                state, file="file" in routes, object_store="object_store" in routes, folder=self.scratch_dir
+            )
             self._replace_staged(staged)
             reached = [server for server in self.servers if self._push_live(server, staged)]
             if not reached:

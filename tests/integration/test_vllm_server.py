@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +22,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from agentrl.rollout.servers.vllm import VLLMNotInstalledError, VLLMServer, vllm_python  # noqa: E402
+from agentrl.trainer.sync import write_safetensors  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -105,14 +108,18 @@ def teacher_forced(model: Any, prompt_ids: list[int], generated: list[int]) -> t
 
 def test_greedy_matches_transformers(greedy: tuple[list[int], list[float]], hf_model: Any, prompt_ids: list[int]):
     ours, _ = greedy
-    theirs = hf_greedy(hf_model, prompt_ids)
-    print(f"\nvLLM:         {ours}\ntransformers: {theirs}")
+    assert_same_greedy(ours, hf_greedy(hf_model, prompt_ids), hf_model, prompt_ids)
+
+
+def assert_same_greedy(ours: list[int], theirs: list[int], hf_model: Any, prompt_ids: list[int]) -> None:
+    """vLLM's greedy tokens equal the reference's, or diverge only late and on a near-tie of the reference."""
+    print(f"\nvLLM:      {ours}\nreference: {theirs}")
     if ours == theirs:
         return
     first = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), None)
     if first is None:  # one stopped early at EOS: lengths differ, prefixes agree
         first = min(len(ours), len(theirs))
-    print(f"first divergence at position {first}: vLLM {ours[first:][:1]} vs transformers {theirs[first:][:1]}")
+    print(f"first divergence at position {first}: vLLM {ours[first:][:1]} vs reference {theirs[first:][:1]}")
     assert first >= MIN_AGREEING, f"greedy outputs diverge at position {first} (< {MIN_AGREEING})"
     with torch.no_grad():  # distribution of token `first`, given the tokens both agree on
         logits = hf_model(torch.tensor([prompt_ids + theirs[:first]])).logits[0, -1].float()
@@ -172,3 +179,30 @@ def test_mismatched_weights_are_rejected_before_reaching_the_server(server: Any,
     assert server.policy_version != 99
     tokens, _ = complete(server.base_url, prompt_ids, max_tokens=2)  # the server is still serving
     assert len(tokens) == 2
+
+
+def test_after_the_same_push_vllm_and_the_hf_server_decode_alike(
+    server: Any, hf_model: Any, model_path: str, prompt_ids: list[int]
+):
+    from agentrl.rollout.handles import HFServer
+    from agentrl.rollout.servers.hf.launch import launch_hf_server
+
+    generator = torch.Generator().manual_seed(1)
+    pushed = {
+        name: tensor + 0.05 * torch.randn(tensor.shape, generator=generator) if tensor.dim() == 2 else tensor
+        for name, tensor in hf_model.state_dict().items()
+    }
+    pushed["lm_head.weight"] = pushed["model.embed_tokens.weight"]
+    with launch_hf_server(model_path, max_model_len=256) as process:
+        hf = HFServer(process.url, model_path=model_path)
+        with tempfile.TemporaryDirectory() as tmp:  # one file for both, as WeightSync stages it
+            path = write_safetensors(pushed, Path(tmp))
+            for handle in (server, hf):
+                handle.update_weights(str(path), version=5)
+        assert server.served_version() == 5 == hf.served_version()
+        vllm_tokens, _ = complete(server.base_url, prompt_ids)
+        hf_tokens, _ = complete(hf.url, prompt_ids)
+    model = copy.deepcopy(hf_model)
+    model.load_state_dict(pushed)
+    assert_same_greedy(vllm_tokens, hf_tokens, model, prompt_ids)
+    server.update_weights(model_path, version=6)  # back to the model folder's weights for the other tests
