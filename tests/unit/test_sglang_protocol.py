@@ -1,4 +1,5 @@
-"""SGLang `/generate` and `/update_weights_from_disk` translation, against payloads in SGLang's format.
+"""SGLang `/generate`, weight updates (from disk and over NCCL), pause/continue, abort and the served version,
+against payloads in SGLang's format (routes and bodies of SGLang 0.5.23's http_server.py and io_struct.py).
 
 The recorded responses follow SGLang's tokenizer manager: `output_ids`, and `meta_info` with a
 `finish_reason` object and `output_token_logprobs` as `[logprob, token_id, text|null]` triples.
@@ -21,10 +22,14 @@ from agentrl.rollout.servers import sglang
 from agentrl.rollout.servers.sglang import (
     SGLangConfig,
     SGLangServer,
+    attention_backend_for,
     build_command,
+    distributed_update_request,
     generate_request,
+    init_group_request,
     parse_finish_reason,
     parse_generate_response,
+    served_weight_version,
     weight_update_request,
 )
 
@@ -172,34 +177,176 @@ async def test_generate_adapter_posts_to_generate(monkeypatch: pytest.MonkeyPatc
     assert (out.token_ids, out.finish_reason, out.policy_version) == ([7042, 30, 2], "stop", 4)
 
 
-def _fake_post(monkeypatch: pytest.MonkeyPatch, answer: httpx.Response, calls: list[dict[str, Any]]) -> None:
-    def post(url: str, json: dict[str, Any], timeout: float) -> httpx.Response:
-        folder = Path(json["model_path"])
-        calls.append({"url": url, "body": json, "files": sorted(p.name for p in folder.iterdir())})
-        answer.request = httpx.Request("POST", url)
-        return answer
+class FakeSGLang:
+    """SGLang's control routes over `httpx.MockTransport`: records every call, keeps the weight version."""
 
-    monkeypatch.setattr(sglang.httpx, "post", post)
+    def __init__(self, answers: dict[str, httpx.Response] | None = None, model_info_route: str = "/model_info"):
+        self.calls: list[tuple[str, str, Any]] = []
+        self.version = "default"
+        self.answers = answers or {}
+        self.model_info_route = model_info_route
+        self.folder_files: list[str] = []
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else None
+        self.calls.append((request.method, path, body))
+        if path in self.answers:
+            return self.answers[path]
+        if path == self.model_info_route:
+            return httpx.Response(200, json={"model_path": "/m", "weight_version": self.version})
+        if path.endswith("model_info"):
+            return httpx.Response(404, json={"detail": "Not Found"})
+        if path == "/update_weights_from_disk":
+            self.folder_files = sorted(p.name for p in Path(body["model_path"]).iterdir())
+        if body and body.get("weight_version") is not None:
+            self.version = body["weight_version"]
+        if path == "/abort_request":
+            return httpx.Response(200)
+        return httpx.Response(200, json={"success": True, "message": "ok"})
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        transport = httpx.MockTransport(self.handler)
+        monkeypatch.setattr(sglang.httpx, "Client", lambda **kw: REAL_CLIENT(transport=transport, **kw))
+
+        def post(url: str, json: Any, timeout: float) -> httpx.Response:  # ManagedServer.abort's httpx.post
+            with REAL_CLIENT(transport=transport, timeout=timeout) as http:
+                return http.post(url, json=json)
+
+        monkeypatch.setattr(sglang.httpx, "post", post)
+
+    def paths(self) -> list[str]:
+        return [path for _, path, _ in self.calls]
+
+
+URL = "http://sglang.test:30000"
+REAL_CLIENT = httpx.Client
 
 
 def test_update_weights_from_state_dict_sends_a_complete_model_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    torch = pytest.importorskip("torch")
     (tmp_path / "config.json").write_text("{}")
-    calls: list[dict[str, Any]] = []
-    _fake_post(monkeypatch, httpx.Response(200, json={"success": True, "message": "ok"}), calls)
-    server = SGLangServer("http://sglang.test:30000", model_path=str(tmp_path))
+    fake = FakeSGLang()
+    fake.install(monkeypatch)
+    server = SGLangServer(URL, model_path=str(tmp_path))
     server.update_weights({"w": torch.ones(2, 2)}, version=3, in_flight="abort")
-    assert calls[0]["url"] == "http://sglang.test:30000/update_weights_from_disk"
-    assert calls[0]["body"]["weight_version"] == "3" and calls[0]["body"]["abort_all_requests"] is True
-    assert calls[0]["files"] == ["config.json", "model.safetensors"]
+    assert fake.paths() == ["/update_weights_from_disk", "/model_info"]  # the served version is read back
+    assert fake.calls[0][2]["weight_version"] == "3" and fake.calls[0][2]["abort_all_requests"] is True
+    assert fake.folder_files == ["config.json", "model.safetensors"]
     assert server.policy_version == 3
 
 
 def test_update_weights_failure_raises_with_sglang_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     save_file({"w": torch.zeros(1)}, str(tmp_path / "model.safetensors"))
     answer = httpx.Response(400, json={"success": False, "message": "shape mismatch in layer 3"})
-    _fake_post(monkeypatch, answer, [])
-    server = SGLangServer("http://sglang.test:30000")
+    FakeSGLang({"/update_weights_from_disk": answer}).install(monkeypatch)
+    server = SGLangServer(URL)
     with pytest.raises(httpx.HTTPStatusError, match="shape mismatch in layer 3"):
         server.update_weights(tmp_path, version=1)
     assert server.policy_version == 0
+
+
+def test_update_weights_raises_when_sglang_serves_another_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    save_file({"w": torch.zeros(1)}, str(tmp_path / "model.safetensors"))
+    stale = httpx.Response(200, json={"weight_version": "1"})
+    FakeSGLang({"/model_info": stale}).install(monkeypatch)
+    server = SGLangServer(URL)
+    with pytest.raises(httpx.HTTPError, match="serves version 1 after an update to 2"):
+        server.update_weights(tmp_path, version=2)
+    assert server.policy_version == 0
+
+
+def test_abort_pause_and_continue_use_sglangs_routes(monkeypatch: pytest.MonkeyPatch):
+    fake = FakeSGLang()
+    fake.install(monkeypatch)
+    server = SGLangServer(URL)
+    assert server.abort() == 0  # SGLang answers an empty 200, without a count
+    server.pause()
+    server.pause("in_place")
+    server.resume()
+    assert fake.calls == [
+        ("POST", "/abort_request", {"abort_all": True}),
+        ("POST", "/pause_generation", {"mode": "retract"}),
+        ("POST", "/pause_generation", {"mode": "in_place"}),
+        ("POST", "/continue_generation", {}),
+    ]
+
+
+def test_served_version_reads_model_info_and_falls_back_to_the_old_route(monkeypatch: pytest.MonkeyPatch):
+    fake = FakeSGLang()
+    fake.install(monkeypatch)
+    server = SGLangServer(URL)
+    assert server.served_version() == 0  # "default": the weights SGLang started with
+    fake.version = "12"
+    assert server.served_version() == 12
+    older = FakeSGLang(model_info_route="/get_model_info")
+    older.version = "4"
+    older.install(monkeypatch)
+    assert server.served_version() == 4
+    assert older.paths() == ["/model_info", "/get_model_info"]
+
+
+def test_served_weight_version_forms():
+    assert served_weight_version({"weight_version": "7"}) == 7
+    assert served_weight_version({"weight_version": "default"}) == 0
+    assert served_weight_version({"weight_version": "rl-step-a"}) is None
+    assert served_weight_version({"model_path": "/m"}) is None  # an SGLang that does not report one
+
+
+def test_nccl_request_bodies_name_sglangs_fields():
+    assert init_group_request("10.0.0.1", 29600, 1, 3, "g", "nccl") == {
+        "master_address": "10.0.0.1",
+        "master_port": 29600,
+        "rank_offset": 1,
+        "world_size": 3,
+        "group_name": "g",
+        "backend": "nccl",
+    }
+    body = distributed_update_request(["a", "b"], ["bfloat16", "float32"], [(2, 3), [4]], 5, False, "g")
+    assert body == {
+        "names": ["a", "b"],
+        "dtypes": ["bfloat16", "float32"],
+        "shapes": [[2, 3], [4]],
+        "group_name": "g",
+        "flush_cache": True,
+        "abort_all_requests": False,
+        "weight_version": "5",
+    }
+    with pytest.raises(ValueError, match="one of each per tensor"):
+        distributed_update_request(["a"], ["bfloat16"], [], 1, False)
+
+
+def test_nccl_handle_methods_post_the_bodies_and_check_the_version(monkeypatch: pytest.MonkeyPatch):
+    fake = FakeSGLang()
+    fake.install(monkeypatch)
+    server = SGLangServer(URL)
+    server.init_weights_update_group("10.0.0.1", 29600, rank_offset=2, world_size=4)
+    server.update_weights_from_distributed(["w"], ["bfloat16"], [[2, 2]], version=6, in_flight="abort")
+    assert fake.paths() == ["/init_weights_update_group", "/update_weights_from_distributed", "/model_info"]
+    assert fake.calls[0][2]["rank_offset"] == 2 and fake.calls[0][2]["group_name"] == "agentrl_weights"
+    update = fake.calls[1][2]
+    assert (update["names"], update["weight_version"], update["abort_all_requests"]) == (["w"], "6", True)
+    assert server.policy_version == 6
+
+
+def test_a_refused_nccl_step_raises_with_sglangs_message(monkeypatch: pytest.MonkeyPatch):
+    refused = httpx.Response(400, json={"success": False, "message": "Failed to initialize custom process group"})
+    FakeSGLang({"/init_weights_update_group": refused}).install(monkeypatch)
+    with pytest.raises(httpx.HTTPStatusError, match="init_weights_update_group failed.*custom process group"):
+        SGLangServer(URL).init_weights_update_group("h", 1, 1, 2)
+    FakeSGLang({"/pause_generation": httpx.Response(404, json={"detail": "Not Found"})}).install(monkeypatch)
+    with pytest.raises(httpx.HTTPStatusError, match="upgrade SGLang"):
+        SGLangServer(URL).pause()
+
+
+def test_float32_asks_for_the_torch_native_attention_backend():
+    assert attention_backend_for("float32") == attention_backend_for("float") == "torch_native"
+    assert attention_backend_for("bfloat16") is None and attention_backend_for("auto") is None
+
+    def flags(cfg: SGLangConfig) -> list[str]:
+        return build_command("/py", "/m", 30000, "h", cfg)[9:]
+
+    assert flags(SGLangConfig(dtype="float32")) == ["--dtype", "float32", "--attention-backend", "torch_native"]
+    assert flags(SGLangConfig(dtype="bfloat16")) == ["--dtype", "bfloat16"]  # SGLang's own choice
+    assert flags(SGLangConfig(dtype="bfloat16", attention_backend="triton"))[2:] == ["--attention-backend", "triton"]
+    own = SGLangConfig(dtype="float32", extra_args=["--attention-backend", "triton"])
+    assert flags(own) == ["--dtype", "float32", "--attention-backend", "triton"]  # the caller's flag wins

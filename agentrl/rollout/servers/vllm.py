@@ -65,6 +65,9 @@ class VLLMConfig:
     """Concurrent sequences per engine step (vLLM's default when None)."""
     compile: bool = False
     """torch.compile the model. Off (`-O0`) by default: on 2 CPU cores compiling adds ~2.5 min to startup."""
+    weight_transfer: Literal["reload", "nccl"] = "reload"
+    """How new weights come in: `reload` from safetensors files (`update_weights`, CPU and GPU), or `nccl`
+    from a GPU trainer (`agentrl.rollout.servers.vllm_nccl.VLLMNcclSender`; the server gets vLLM's NCCL engine)."""
     extra_args: list[str] = field(default_factory=list)
     """More vLLM flags, e.g. `["--served-model-name", "policy"]`."""
     env: dict[str, str] = field(default_factory=dict)
@@ -100,6 +103,10 @@ def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig
         cmd.append("-O0")
     if cfg.max_num_seqs is not None:
         cmd += ["--max-num-seqs", str(cfg.max_num_seqs)]
+    if cfg.weight_transfer == "nccl":
+        from agentrl.rollout.servers.vllm_nccl import weight_transfer_args
+
+        cmd += weight_transfer_args()
     return cmd + list(cfg.extra_args)
 
 
@@ -235,6 +242,11 @@ class VLLMServer(ManagedServer):
         """Schedule again after `pause`."""
         with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
             _raise_for_status(http.post("/resume"), "resume")
+
+    def reset_prefix_cache(self, timeout: float = 60.0) -> None:
+        """Drop the cached prefixes (their KV came from the weights before an update)."""
+        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+            _raise_for_status(http.post("/reset_prefix_cache"), "reset_prefix_cache")
 
     def _expected_tensors(self) -> dict[str, list[int]] | None:
         """Names and shapes of the served model's tensors, when its folder is known."""
