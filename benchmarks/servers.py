@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from agentrl.rollout.handles import HFServer
 from agentrl.rollout.servers.vllm import VLLMServer
@@ -96,3 +97,18 @@ def hf_server_in_docker(
         yield HFServer(url, model_path=model_path)
     finally:
         container.remove(force=True)
+
+
+@contextmanager
+def hf_server_on_ray(model_path: str, max_model_len: int = 512, log: Log = _say) -> Iterator[Any]:
+    """The built-in server started by a Ray actor (`rollout.placement=ray`) on a local Ray; weights reach it
+    through the object store."""
+    from agentrl.config.loader import load_config
+    from agentrl.rollout.ray_servers import ray_rollout_servers
+
+    overrides = [f"model={model_path}", "rollout.placement=ray", f"rollout.max_model_len={max_model_len}"]
+    cfg = load_config(overrides=overrides, check_run=False)
+    started = time.perf_counter()
+    with ray_rollout_servers(cfg) as (server,):
+        log(f"hf server in a Ray actor up at {server.url} in {time.perf_counter() - started:.0f} s")
+        yield server

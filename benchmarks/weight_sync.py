@@ -3,7 +3,7 @@
 Run from the repository root with the project's venv (a few minutes: it starts an `hf` server, vLLM and an `hf`
 server in a Docker container):
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/weight_sync.py [--repeats 5] [--no-vllm] [--no-docker]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/weight_sync.py [--repeats 5] [--no-vllm] [--no-docker] [--no-ray]
 
 What is measured
 ----------------
@@ -14,7 +14,8 @@ The model's fp32 state dict, pushed with `WeightSync.push` (what the trainer log
   `/resume`;
 * **hf_upload**: the built-in server in its own Docker container (its own `/dev/shm`: the "other host"),
   which gets the file's bytes over HTTP, chunked;
-* **ray_object_store**: not built yet (null).
+* **ray_object_store**: the built-in server started by a Ray actor (`rollout.placement=ray`): the safetensors
+  blob goes into Ray's object store once, the actor pulls it, writes it to its node's `/dev/shm` and loads it.
 
 Baseline, measured in the same run between the pushes: `save_file` of the same state dict into `/dev/shm` plus
 `load_file` of it back (the physical cost of handing weights over through a file). Each figure is the median of
@@ -43,7 +44,7 @@ if __package__ in (None, ""):  # run as a script: make `agentrl` importable
 import torch
 from safetensors.torch import load_file, save_file
 
-from benchmarks.servers import hf_server, hf_server_in_docker, vllm_server
+from benchmarks.servers import hf_server, hf_server_in_docker, hf_server_on_ray, vllm_server
 
 
 def baseline_s(state: dict[str, torch.Tensor]) -> float:
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-vllm", action="store_true", help="leave vLLM out")
     parser.add_argument("--no-docker", action="store_true", help="leave the containerised hf server out")
+    parser.add_argument("--no-ray", action="store_true", help="leave the hf server in a Ray actor out")
     args = parser.parse_args(argv)
 
     from transformers import AutoModelForCausalLM
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         starters["vllm_reload"] = vllm_server
     if not args.no_docker:
         starters["hf_upload"] = hf_server_in_docker
+    if not args.no_ray:
+        starters["ray_object_store"] = hf_server_on_ray
     with ExitStack() as stack:
         targets = {}
         for name, start in starters.items():

@@ -51,6 +51,11 @@ class RolloutConfig(_Section):
         description="a folder this machine and the rollout.urls servers see at the same path (NFS): vLLM/SGLang "
         "servers on other hosts load each push's weights from there",
     )
+    weight_transfer: Literal["file", "nccl"] = Field(
+        "file",
+        description="how vLLM/SGLang servers get weights: a safetensors file they load, or an NCCL broadcast from the "
+        "trainer's GPU (GPU only; vLLM is started with --weight-transfer-config)",
+    )
     weight_update: Literal["finish", "abort"] = Field(
         "finish", description="requests in flight at a weight push: finish on the old weights, or abort"
     )

@@ -46,6 +46,11 @@ def _rollout_problems(cfg: AgentRLConfig) -> list[str]:
             "rollout.placement=ray starts servers on the Ray cluster, rollout.urls connects to running ones: "
             "set only one of them"
         )
+    if r.weight_transfer == "nccl" and (r.backend == "hf" or r.placement == "ray"):
+        problems.append(
+            "rollout.weight_transfer=nccl is for vLLM and SGLang servers reached by URL or started here; the hf "
+            "server and Ray server actors get weights by file or object store: use rollout.weight_transfer=file"
+        )
     if r.shared_weights_dir is not None and not Path(r.shared_weights_dir).is_dir():
         problems.append(f"rollout.shared_weights_dir: {r.shared_weights_dir} is not a folder on this machine")
     return problems

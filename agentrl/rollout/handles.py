@@ -121,7 +121,10 @@ def launch_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, 
     if backend == "vllm":
         from agentrl.rollout.servers.vllm import VLLMServer
 
-        return VLLMServer.launch(model_path, port=port, host=host, max_model_len=cfg.rollout.max_model_len)
+        transfer = "nccl" if cfg.rollout.weight_transfer == "nccl" else "reload"
+        return VLLMServer.launch(
+            model_path, port=port, host=host, max_model_len=cfg.rollout.max_model_len, weight_transfer=transfer
+        )
     if backend == "sglang":
         from agentrl.rollout.servers.sglang import SGLangServer
 

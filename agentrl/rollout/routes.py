@@ -53,11 +53,14 @@ def weight_route_problem(server: RolloutServer, cfg: AgentRLConfig) -> str | Non
     missing = [route for route in REQUIRED_ROUTES.get(server.backend, ()) if route not in paths]
     if missing:
         return f"{server.backend} server at {server.url} has no {', '.join(missing)}: {START_HINT[server.backend]}"
+    if cfg.rollout.weight_transfer == "nccl":
+        return None  # the broadcast needs no file; its own setup fails with what is missing
     if cfg.rollout.shared_weights_dir is None and not is_this_machine(server.url):
         return (
             f"{server.backend} server at {server.url} runs on another host, and {server.backend} loads weights from "
             "a path it can read. Set rollout.shared_weights_dir=DIR (a folder both hosts see at the same path), "
-            "or let agentrl start the servers on that host with rollout.placement=ray (an actor there loads them)"
+            "let agentrl start the servers on that host with rollout.placement=ray (an actor there loads them), "
+            "or on GPU send them by NCCL with rollout.weight_transfer=nccl"
         )
     return None
 

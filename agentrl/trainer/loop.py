@@ -107,6 +107,7 @@ class Trainer:
                 router=llm.router,
                 in_flight=self.cfg.rollout.weight_update,
                 scratch_dir=self.cfg.rollout.shared_weights_dir,
+                broadcast=self._nccl_broadcast(servers),
             )
             self.manager = manager
             self.collector = BatchCollector(
@@ -123,6 +124,14 @@ class Trainer:
                 await self._loop(self.version + 1)
             finally:
                 self.sync.close()
+
+    def _nccl_broadcast(self, servers: list[Any]) -> Any:
+        """`rollout.weight_transfer=nccl`: the broadcast to the servers' NCCL group (None: weights go by file)."""
+        if self.cfg.rollout.weight_transfer != "nccl":
+            return None
+        from agentrl.trainer.nccl_sync import NcclPush, nccl_sender
+
+        return NcclPush(nccl_sender(servers, self.cfg), self.cfg.rollout.weight_update)
 
     def _resume(self) -> TrainerState | None:
         if not self.cfg.trainer.resume:

@@ -38,14 +38,17 @@ def _scratch_dir() -> str | None:
 
 
 def _dedup(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """CPU tensors of `state`, tied ones (embed/lm_head share storage; safetensors refuses aliases) copied."""
-    tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
-    seen: dict[int, str] = {}
-    for name in list(tensors):
-        ptr = tensors[name].data_ptr()
-        if ptr in seen:
-            tensors[name] = tensors[name].clone()
-        seen[ptr] = name
+    """CPU tensors of `state`, each storage once: a tied alias (`lm_head.weight` sharing the embeddings) is left
+    out, as every backend re-ties it on load (the `hf` server's tied aliases, vLLM's `as_weights_folder`), and
+    writing it would copy the largest matrix again."""
+    tensors: dict[str, torch.Tensor] = {}
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    for name, value in state.items():
+        tensor = value.detach().contiguous().cpu()
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key not in seen:
+            tensors[name] = tensor
+            seen.add(key)
     return tensors
 
 
@@ -101,6 +104,8 @@ class WeightSync:
         in_flight: `finish` lets running requests complete on the old weights; `abort` stops them.
         scratch_dir: where the weights file is written (default: `/dev/shm`, else the temp folder); a folder
             shared with servers on other hosts (`rollout.shared_weights_dir`).
+        broadcast: `(state, version) -> None` sending each push to every server at once (NCCL, see
+            `agentrl.trainer.nccl_sync`) instead of a file per server; a replica that dies stays out of it.
     """
 
     def __init__(
@@ -110,8 +115,10 @@ class WeightSync:
         in_flight: InFlight = "finish",
         timeout: float = 600.0,
         scratch_dir: str | None = None,
+        broadcast: Any = None,
     ):
         self.scratch_dir = scratch_dir or _scratch_dir()
+        self.broadcast = broadcast
         self.servers = servers
         self.router = router
         self.in_flight = in_flight
@@ -127,6 +134,9 @@ class WeightSync:
         started = time.perf_counter()
         with self._lock:
             self.version = self.version + 1 if version is None else version
+            if self.broadcast is not None:
+                self._broadcast(state)
+                return time.perf_counter() - started
             routes = {_weights_via(server) for server in self.servers}
             staged = StagedWeights(
                 state, file="file" in routes, object_store="object_store" in routes, folder=self.scratch_dir
@@ -150,6 +160,8 @@ class WeightSync:
         if server is None:
             return False
         with self._lock:
+            if self.broadcast is not None:  # an NCCL group cannot take a member back
+                return _served_version(server) == self.version
             if self._staged is None or _served_version(server) == self.version:
                 self._record(server)
                 return True
@@ -162,9 +174,19 @@ class WeightSync:
         return await asyncio.to_thread(self.catch_up, url)
 
     def close(self) -> None:
-        """Delete the kept weights."""
+        """Delete the kept weights (and leave the NCCL group)."""
         with self._lock:
             self._replace_staged(None)
+            if self.broadcast is not None and hasattr(self.broadcast, "close"):
+                self.broadcast.close()
+
+    def _broadcast(self, state: Mapping[str, torch.Tensor]) -> None:
+        try:
+            self.broadcast(state, self.version)
+        except Exception as exc:
+            raise WeightSyncError(f"NCCL weight broadcast of version {self.version} failed: {exc}") from exc
+        for server in self.servers:
+            self._record(server)
 
     def _replace_staged(self, staged: StagedWeights | None) -> None:
         old, self._staged = self._staged, staged

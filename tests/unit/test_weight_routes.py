@@ -89,3 +89,16 @@ def test_config_refuses_ray_placement_with_urls_and_a_missing_shared_folder(tmp_
     missing = tmp_path / "nope"
     problems = run_problems(cfg(f"rollout.shared_weights_dir={missing}"))
     assert any(f"rollout.shared_weights_dir: {missing} is not a folder" in p for p in problems)
+
+
+def test_nccl_transfer_is_for_vllm_and_sglang_servers_only():
+    problems = run_problems(cfg("rollout.weight_transfer=nccl"))  # the default backend is hf
+    assert any("rollout.weight_transfer=nccl is for vLLM and SGLang" in p for p in problems)
+    assert not any(
+        "weight_transfer" in p for p in run_problems(cfg("rollout.weight_transfer=nccl", "rollout.backend=vllm"))
+    )
+
+
+def test_a_server_on_another_host_is_fine_with_nccl(monkeypatch):
+    serve_routes(monkeypatch, VLLM_ROUTES)
+    check_weight_routes([Handle("http://192.0.2.7:8000", "vllm")], cfg("rollout.weight_transfer=nccl"))

@@ -96,3 +96,35 @@ async def test_the_router_revive_hook_is_the_catch_up() -> None:
     a.policy_version = 0  # came back fresh
     assert await router.check_health() == [a.url]
     assert a.loaded[-1] == (7, 5.0)
+
+
+def test_a_broadcast_route_sends_each_push_once_to_all_servers_and_writes_no_file() -> None:
+    a, b = FakeServer("http://a:1"), FakeServer("http://b:2")
+    sent: list[tuple[int, float]] = []
+    sync = WeightSync([a, b], router=Router([a.url, b.url]), broadcast=lambda s, v: sent.append((v, float(s["w"][0]))))
+    sync.push(state(2.0), version=3)
+    assert sent == [(3, 2.0)] and a.loaded == b.loaded == []  # no file route taken
+    assert a.policy_version == b.policy_version == 3 and sync.router.policy_version(b.url) == 3
+    b.policy_version = 0  # restarted: it cannot rejoin an NCCL group, so it stays out
+    assert sync.catch_up(b.url) is False and sync.catch_up(a.url) is True
+
+
+def test_a_failed_broadcast_is_a_weight_sync_error() -> None:
+    def broken(state, version):
+        raise RuntimeError("NCCL error: unhandled system error")
+
+    sync = WeightSync([FakeServer("http://a:1")], broadcast=broken)
+    with pytest.raises(WeightSyncError, match="NCCL weight broadcast of version 1 failed: NCCL error"):
+        sync.push(state(1.0))
+
+
+def test_nccl_transfer_without_a_gpu_says_so() -> None:
+    from agentrl.config.loader import load_config
+    from agentrl.errors import UserError
+    from agentrl.trainer.nccl_sync import nccl_sender
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    cfg = load_config(overrides=["rollout.backend=sglang", "rollout.weight_transfer=nccl"], check_run=False)
+    with pytest.raises(UserError, match="GPU|CUDA"):
+        nccl_sender([FakeServer("http://a:1")], cfg)

@@ -1,0 +1,42 @@
+"""`rollout.weight_transfer=nccl`: the trainer broadcasts each push from its GPU to the vLLM or SGLang servers
+over one NCCL group (vLLM's own weight-transfer engine, SGLang's `update_weights_from_distributed`), instead of
+writing a file the servers load. GPU only, and not verified on a GPU yet (see the README)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Literal
+
+from agentrl.config.schema import AgentRLConfig
+from agentrl.rollout.handles import RolloutServer
+from agentrl.rollout.servers.process import free_port
+
+
+def nccl_sender(servers: list[RolloutServer], cfg: AgentRLConfig) -> Any:
+    """The initialised NCCL sender for the run's servers (all of `rollout.backend`), this process as rank 0."""
+    address = socket.gethostbyname(socket.gethostname())
+    if cfg.rollout.backend == "vllm":
+        from agentrl.rollout.servers.vllm_nccl import VLLMNcclSender
+
+        sender: Any = VLLMNcclSender(servers, timeout=cfg.rollout.request_timeout_s)  # type: ignore[arg-type]
+    else:
+        from agentrl.rollout.servers.sglang_nccl import SGLangNcclSender
+
+        sender = SGLangNcclSender(servers)  # type: ignore[arg-type]
+    sender.init(address, free_port(address))
+    return sender
+
+
+class NcclPush:
+    """Adapts a sender to `WeightSync`: one broadcast reaches every server."""
+
+    def __init__(self, sender: Any, in_flight: Literal["finish", "abort"]) -> None:
+        self.sender, self.in_flight = sender, in_flight
+
+    def __call__(self, state: Any, version: int) -> None:
+        self.sender.push(state, version, in_flight=self.in_flight)
+
+    def close(self) -> None:
+        close = getattr(self.sender, "close", None)
+        if close is not None:
+            close()
