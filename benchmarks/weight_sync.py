@@ -17,8 +17,10 @@ The model's fp32 state dict, pushed with `WeightSync.push` (what the trainer log
 * **ray_object_store**: the built-in server started by a Ray actor (`rollout.placement=ray`): the safetensors
   blob goes into Ray's object store once, the actor pulls it, writes it to its node's `/dev/shm` and loads it.
 
-Baseline, measured in the same run between the pushes: `save_file` of the same state dict into `/dev/shm` plus
-`load_file` of it back (the physical cost of handing weights over through a file). Each figure is the median of
+Baseline, measured in the same run between the pushes: `save_file` of the same state dict into `/dev/shm`, then
+`load_file` of it back into tensors of the same shapes (the physical cost of handing weights over through a
+file). `load_file` alone maps the file and reads nothing until the tensors are used, so a save + `load_file` that
+stops there (`baseline_unread_s`, printed too) measures little more than the save. Each figure is the median of
 `--repeats` rounds after one unmeasured warm-up push; each round measures the baseline and then every target.
 
 The figures (the last line printed is one JSON object): `baseline_s`, and for each target `<name>_s` and
@@ -47,33 +49,39 @@ from safetensors.torch import load_file, save_file
 from benchmarks.servers import hf_server, hf_server_in_docker, hf_server_on_ray, vllm_server
 
 
-def baseline_s(state: dict[str, torch.Tensor]) -> float:
-    """Seconds of a raw safetensors save into /dev/shm and a load back."""
+def baseline_s(state: dict[str, torch.Tensor]) -> tuple[float, float]:
+    """Seconds of a raw safetensors save into /dev/shm and a load back into tensors of the same shapes; and of
+    the save and `load_file` alone (which maps the file and reads nothing until the tensors are used)."""
     unique = {k: v.detach().clone() for k, v in state.items() if k != "lm_head.weight"}
+    into = {k: torch.empty_like(v) for k, v in unique.items()}
     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
         started = time.perf_counter()
         save_file(unique, f"{tmp}/w.safetensors")
-        load_file(f"{tmp}/w.safetensors")
-        return time.perf_counter() - started
+        loaded = load_file(f"{tmp}/w.safetensors")
+        unread = time.perf_counter() - started
+        with torch.no_grad():
+            for name, tensor in loaded.items():
+                into[name].copy_(tensor)
+        return time.perf_counter() - started, unread
 
 
 def measure(
     state: dict[str, torch.Tensor], targets: dict[str, Any], repeats: int
-) -> tuple[list[float], dict[str, list[float]]]:
+) -> tuple[list[tuple[float, float]], dict[str, list[float]]]:
     """Baseline and push seconds per round, after one warm-up push to each target."""
     from agentrl.trainer.sync import WeightSync
 
     syncs = {name: WeightSync([server]) for name, server in targets.items()}
     for sync in syncs.values():
         sync.push(state)
-    base: list[float] = []
+    base: list[tuple[float, float]] = []
     pushes: dict[str, list[float]] = {name: [] for name in syncs}
     for i in range(repeats):
         base.append(baseline_s(state))
         for name, sync in syncs.items():
             pushes[name].append(sync.push(state))
         shown = ", ".join(f"{n} {t[-1]:.2f} s" for n, t in pushes.items())
-        print(f"  round {i + 1}: baseline {base[-1]:.2f} s, {shown}", flush=True)
+        print(f"  round {i + 1}: baseline {base[-1][0]:.2f} s, {shown}", flush=True)
     return base, pushes
 
 
@@ -104,7 +112,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name, start in starters.items():
             targets[name] = stack.enter_context(start(model_path))
         base, pushes = measure(state, targets, args.repeats)
-    result: dict[str, Any] = {"baseline_s": round(statistics.median(base), 3)}
+    result: dict[str, Any] = {
+        "baseline_s": round(statistics.median(b for b, _ in base), 3),
+        "baseline_unread_s": round(statistics.median(u for _, u in base), 3),
+    }
     for name in ("hf_shm", "vllm_reload", "hf_upload", "ray_object_store"):
         seconds = statistics.median(pushes[name]) if name in pushes else None
         result[f"{name}_s"] = None if seconds is None else round(seconds, 3)
