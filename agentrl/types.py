@@ -21,7 +21,8 @@ class StopReason(StrEnum):
     The model's own endings (`done`, `max_turns`, `max_tokens`, `context_overflow`, `tool_error_limit` from its
     malformed calls, `time_budget` of the agent's own clock) are trained on. Infrastructure failures (`error`:
     the loop raised; `server_error`: no rollout server answered; `sandbox_error`; `timeout`: the trajectory's
-    wall-clock limit; `aborted`: the request was cancelled) are saved and counted but not trained on by default
+    wall-clock limit; `aborted`: the request was cancelled; `worker_lost`: its rollout worker died more often than
+    `rollout.max_job_retries`) are saved and counted but not trained on by default
     (`trainer.failed_trajectories`); see `is_failure`.
     """
 
@@ -35,6 +36,7 @@ class StopReason(StrEnum):
     SERVER_ERROR = "server_error"
     TIMEOUT = "timeout"
     ABORTED = "aborted"
+    WORKER_LOST = "worker_lost"
     ERROR = "error"
 
     @property
@@ -44,7 +46,14 @@ class StopReason(StrEnum):
 
 
 _FAILURES = frozenset(
-    {StopReason.SANDBOX_ERROR, StopReason.SERVER_ERROR, StopReason.TIMEOUT, StopReason.ABORTED, StopReason.ERROR}
+    {
+        StopReason.SANDBOX_ERROR,
+        StopReason.SERVER_ERROR,
+        StopReason.TIMEOUT,
+        StopReason.ABORTED,
+        StopReason.WORKER_LOST,
+        StopReason.ERROR,
+    }
 )
 
 

@@ -33,6 +33,18 @@ class RolloutConfig(_Section):
     replica_resources: dict[str, float] = Field(
         default_factory=dict, description="placement=ray: custom Ray resources each server actor needs"
     )
+    workers: int = Field(
+        0, ge=0, description="rollout worker actors on the Ray cluster running the agent loops; 0: all in this process"
+    )
+    worker_concurrency: int | None = Field(
+        None, ge=1, description="trajectories each worker runs at once; None: max_concurrency / workers"
+    )
+    num_cpus_per_worker: float = Field(1.0, gt=0, description="CPUs reserved by each rollout worker actor")
+    worker_resources: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources each worker needs, e.g. {docker: 1} for sandbox hosts"
+    )
+    max_job_retries: int = Field(1, ge=0, description="times a trajectory whose worker died is run again elsewhere")
+    worker_max_restarts: int = Field(3, ge=0, description="times Ray restarts a rollout worker actor that died")
     n: int = Field(4, ge=1, description="samples per prompt (the GRPO group size)")
     max_concurrency: int = Field(64, ge=1, description="trajectories in flight at once")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature; 0 is greedy")

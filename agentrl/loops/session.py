@@ -32,6 +32,29 @@ async def rollout_session(
     rollout: RolloutConfig | None = None,
     show_progress: bool = False,
     run_id: str | None = None,
+) -> AsyncIterator[Any]:
+    """A manager for `cfg`: in this process (`rollout.workers=0`, see `local_rollout_session`), or spreading the
+    trajectories over `rollout.workers` Ray actors (`agentrl.loops.distributed`) that reach the servers `llm`
+    routes to. Both have `run`, `stream` and `with_rollout`."""
+    router = getattr(llm, "router", None)
+    if cfg.rollout.workers == 0 or router is None:
+        async with local_rollout_session(cfg, llm, tokenizer, rollout, show_progress, run_id) as manager:
+            yield manager
+        return
+    from agentrl.loops.distributed import distributed_rollout_session
+
+    async with distributed_rollout_session(cfg, router, rollout, show_progress, run_id) as manager:
+        yield manager
+
+
+@contextlib.asynccontextmanager
+async def local_rollout_session(
+    cfg: AgentRLConfig,
+    llm: TokenGenerator,
+    tokenizer: Tokenizer,
+    rollout: RolloutConfig | None = None,
+    show_progress: bool = False,
+    run_id: str | None = None,
 ) -> AsyncIterator[RolloutManager]:
     """A `RolloutManager` for `cfg`, with a sandbox per trajectory (`sandbox.backend`) and the `tools:` attached.
 
@@ -74,4 +97,4 @@ async def rollout_session(
             await sandboxes.close()
 
 
-__all__ = ["rollout_session"]
+__all__ = ["local_rollout_session", "rollout_session"]

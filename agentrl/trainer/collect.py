@@ -82,6 +82,9 @@ class BatchCollector:
             request = groups_to_request(buffer.needed, buffer.keep_ratio)
         train_on = buffer.take() if self.trainer.dynamic_sampling else self._trainable(generated)
         metrics = {"rollout/sampling_rounds": float(round_index + 1)}
+        take_metrics = getattr(self.manager, "take_metrics", None)  # rollout workers (`rollout.workers` > 0)
+        if take_metrics is not None:
+            metrics.update(await take_metrics(timings["rollout_s"]))
         if self.trainer.dynamic_sampling:
             metrics["rollout/kept_groups"] = float(len({t.group_id for t in train_on}))
         return CollectedBatch(step, train_on, generated, self.cursor.state(), timings, metrics)

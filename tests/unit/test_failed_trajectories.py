@@ -28,7 +28,14 @@ MODEL_ENDINGS = [
     StopReason.TOOL_ERROR_LIMIT,
     StopReason.TIME_BUDGET,
 ]
-FAILURES = [StopReason.ERROR, StopReason.SERVER_ERROR, StopReason.SANDBOX_ERROR, StopReason.TIMEOUT, StopReason.ABORTED]
+FAILURES = [
+    StopReason.ERROR,
+    StopReason.SERVER_ERROR,
+    StopReason.SANDBOX_ERROR,
+    StopReason.TIMEOUT,
+    StopReason.ABORTED,
+    StopReason.WORKER_LOST,
+]
 
 
 def test_stop_reasons_split_into_model_endings_and_failures() -> None:

@@ -1,0 +1,284 @@
+"""Rollouts over a Ray cluster (`rollout.workers=N`): `RolloutWorker` actors on any nodes, one global queue.
+
+Jobs are handed out request-level: each worker has `rollout.worker_concurrency` slots, and a free slot takes the
+next job from the queue (no static chunks, so a slow trajectory holds only its own slot). Trajectories come back
+through the object store in completion order. Seeds are derived exactly as in one process (same seed, same
+trajectories, whatever the number of workers).
+
+A worker that dies (node lost, OOM, `ray.kill`) loses nothing silently: its in-flight jobs go back to the queue
+and run on a live worker, up to `rollout.max_job_retries` times; after that each becomes a `worker_lost`
+trajectory (an infrastructure failure, not trained on). Ray restarts the actor (`rollout.worker_max_restarts`);
+the containers of the dead one are removed by the orphan sweep of its node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from agentrl.config.schema import AgentRLConfig, RolloutConfig
+from agentrl.errors import InfrastructureError
+from agentrl.loops.manager import trajectory_seed
+from agentrl.loops.worker import Job, RolloutWorker
+from agentrl.rollout.router import Router
+from agentrl.types import Sample, StopReason, Trajectory
+
+READY_TIMEOUT_S = 900.0
+REVIVE_TIMEOUT_S = 300.0
+
+
+class RolloutWorkerError(InfrastructureError):
+    """Rollout workers could not be placed or started."""
+
+
+@dataclass
+class WorkerSlot:
+    """The driver's view of one worker actor."""
+
+    name: str
+    actor: Any
+    alive: bool = True
+    jobs: int = 0
+
+
+class DistributedRolloutManager:
+    """Spreads trajectory jobs over rollout worker actors through one queue (see the module docstring).
+
+    Args:
+        workers: the worker slots (actors already started).
+        router: the driver's router; its per-replica policy versions go along with each job.
+        rollout: sampling settings, `n`, per-worker concurrency.
+        max_job_retries: times a job whose worker died is sent again.
+        show_progress: draw a progress bar.
+    """
+
+    def __init__(
+        self,
+        workers: list[WorkerSlot],
+        router: Router,
+        rollout: RolloutConfig,
+        concurrency: int,
+        max_job_retries: int = 1,
+        show_progress: bool = False,
+    ) -> None:
+        self.workers = workers
+        self.router = router
+        self.rollout = rollout
+        self.concurrency = concurrency
+        self.max_job_retries = max_job_retries
+        self.show_progress = show_progress
+        self.job_retries = 0
+        """Jobs sent again after their worker died, since the start."""
+        self._reported_retries = 0
+        self._busy: dict[str, float] = {}
+
+    def with_rollout(self, rollout: RolloutConfig) -> DistributedRolloutManager:
+        """A manager on the same workers with other sampling settings (e.g. greedy eval)."""
+        sibling = copy.copy(self)
+        sibling.rollout = rollout
+        return sibling
+
+    async def run(self, samples: list[Sample], n: int | None = None, seed: int | None = None) -> list[Trajectory]:
+        """All trajectories, ordered by (sample, sample_index)."""
+        out = [t async for t in self.stream(samples, n, seed)]
+        return sorted(out, key=lambda t: (t.metadata["sample_position"], t.sample_index))
+
+    async def stream(
+        self, samples: list[Sample], n: int | None = None, seed: int | None = None
+    ) -> AsyncIterator[Trajectory]:
+        """Yield trajectories in completion order; closing the iterator cancels the unfinished ones."""
+        seed = seed if seed is not None else self.rollout.seed
+        n = n or self.rollout.n
+        batch = uuid.uuid4().hex[:8]
+        versions = {url: v for url in self.router.replicas if (v := self.router.policy_version(url)) is not None}
+        jobs: asyncio.Queue[Job] = asyncio.Queue()
+        for pos, sample in enumerate(samples):
+            for k in range(n):
+                traj_seed = None if seed is None else trajectory_seed(seed, pos, k)
+                jobs.put_nowait(Job(sample, f"{batch}-{pos}", k, pos, traj_seed, self.rollout, versions))
+        total = jobs.qsize()
+        done: asyncio.Queue[Trajectory] = asyncio.Queue()
+        slots = [  # slot k of every worker before slot k + 1: the first jobs spread over the workers
+            asyncio.create_task(self._slot(worker, jobs, done))
+            for _ in range(min(self.concurrency, total))
+            for worker in self.workers
+            if worker.alive
+        ]
+        bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit="traj")
+        try:
+            for _ in range(total):
+                traj = await self._next(done, jobs, slots)
+                bar.update(1)
+                yield traj
+        finally:
+            bar.close()
+            for slot in slots:
+                slot.cancel()
+            await asyncio.gather(*slots, return_exceptions=True)
+
+    async def take_metrics(self, wall_s: float) -> dict[str, float]:
+        """Since the previous call: `rollout/job_retries`, and `perf/rollout_worker_busy/<worker>` (the share of
+        the worker's slots busy over `wall_s` seconds of rollout); `rollout/live_workers` now."""
+        retries, self._reported_retries = self.job_retries - self._reported_retries, self.job_retries
+        metrics = {
+            "rollout/job_retries": float(retries),
+            "rollout/live_workers": float(sum(w.alive for w in self.workers)),
+        }
+        for stat in await self.worker_stats():
+            busy = stat["busy_s"] - self._busy.get(stat["worker"], 0.0)
+            self._busy[stat["worker"]] = stat["busy_s"]
+            metrics[f"perf/rollout_worker_busy/{stat['worker']}"] = (
+                busy / (wall_s * self.concurrency) if wall_s else 0.0
+            )
+        return metrics
+
+    async def worker_stats(self) -> list[dict[str, Any]]:
+        """Each live worker's id, node and busy seconds."""
+        stats = await asyncio.gather(*(w.actor.stats.remote() for w in self.workers if w.alive), return_exceptions=True)
+        return [s for s in stats if isinstance(s, dict)]
+
+    async def _next(self, done: asyncio.Queue[Trajectory], jobs: asyncio.Queue[Job], slots: list[Any]) -> Trajectory:
+        """The next finished trajectory. Slots only end when their worker is gone (or on an error, raised here);
+        with none left, the next queued job becomes a `worker_lost` trajectory."""
+        while done.empty():
+            running = [slot for slot in slots if not slot.done()]
+            for slot in slots:
+                if slot.done() and not slot.cancelled() and slot.exception() is not None:
+                    raise slot.exception()  # type: ignore[misc]
+            if not running:
+                return lost(jobs.get_nowait(), "no rollout worker is alive")
+            getter = asyncio.ensure_future(done.get())
+            await asyncio.wait([getter, *running], return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                return getter.result()
+            getter.cancel()
+        return done.get_nowait()
+
+    async def _slot(self, worker: WorkerSlot, jobs: asyncio.Queue[Job], done: asyncio.Queue[Trajectory]) -> None:
+        """One slot of a worker: runs the next job, again and again, while the worker lives."""
+        import ray
+
+        while worker.alive:
+            job = await jobs.get()
+            try:
+                traj = await worker.actor.run.remote(job)
+            except ray.exceptions.RayActorError as exc:
+                await self._requeue(job, jobs, done, f"rollout worker {worker.name} died: {exc}")
+                if not await self._revived(worker):
+                    worker.alive = False
+                continue
+            worker.jobs += 1
+            await done.put(traj)
+
+    async def _requeue(self, job: Job, jobs: asyncio.Queue[Job], done: asyncio.Queue[Trajectory], why: str) -> None:
+        if job.attempt < self.max_job_retries:
+            self.job_retries += 1
+            jobs.put_nowait(dataclasses.replace(job, attempt=job.attempt + 1))
+        else:
+            await done.put(lost(job, f"{why} (after {job.attempt} retries, rollout.max_job_retries)"))
+
+    @staticmethod
+    async def _revived(worker: WorkerSlot) -> bool:
+        """Whether Ray restarted the worker's actor (it answers again within the timeout)."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(worker.actor.start.remote(), REVIVE_TIMEOUT_S)
+            return True
+        return False
+
+
+def lost(job: Job, why: str) -> Trajectory:
+    """The trajectory of a job no worker could finish: a `worker_lost` infrastructure failure."""
+    traj = Trajectory(group_id=job.group_id, sample_index=job.sample_index, agent_name=job.sample.agent_name or "")
+    traj.metadata.update(
+        {"sample_id": job.sample.id, "sample_position": job.position, "data_source": job.sample.data_source}
+    )
+    traj.stop_reason, traj.error = StopReason.WORKER_LOST, why
+    return traj
+
+
+@contextlib.asynccontextmanager
+async def distributed_rollout_session(
+    cfg: AgentRLConfig,
+    router: Router,
+    rollout: RolloutConfig | None = None,
+    show_progress: bool = False,
+    run_id: str | None = None,
+) -> AsyncIterator[DistributedRolloutManager]:
+    """Start `rollout.workers` worker actors (joining or starting Ray) and yield a manager over them; the actors
+    are closed (their sandboxes removed) and killed afterwards, also on Ctrl-C."""
+    import ray
+
+    from agentrl.ray_cluster import init_ray
+
+    r = cfg.rollout
+    owns_ray = init_ray(cfg.ray)
+    concurrency = r.worker_concurrency or max(1, -(-r.max_concurrency // r.workers))
+    remote = ray.remote(RolloutWorker).options(**worker_options(cfg, concurrency))
+    run_id = run_id or uuid.uuid4().hex[:8]
+    workers = [WorkerSlot(f"w{i}", remote.remote(cfg, router.replicas, f"w{i}", run_id)) for i in range(r.workers)]
+    started = time.perf_counter()
+    try:
+        await _all_started(workers)
+        print(f"{r.workers} rollout workers ready in {time.perf_counter() - started:.1f} s", flush=True)
+        yield DistributedRolloutManager(
+            workers, router, rollout or r, concurrency, r.max_job_retries, show_progress=show_progress
+        )
+    finally:
+        await _close(workers)
+        if owns_ray:
+            ray.shutdown()
+
+
+def worker_options(cfg: AgentRLConfig, concurrency: int) -> dict[str, Any]:
+    """Ray options of each worker actor; raises `RolloutWorkerError` when the cluster cannot hold them."""
+    import ray
+
+    r, total = cfg.rollout, ray.cluster_resources()
+    needed = {"CPU": r.num_cpus_per_worker, **r.worker_resources}
+    short = [
+        f"{name}: {r.workers} x {amount:g} > the cluster's {total.get(name, 0):g}"
+        for name, amount in needed.items()
+        if amount and total.get(name, 0) < amount  # each worker must fit somewhere; Ray queues the rest
+    ]
+    if short:
+        raise RolloutWorkerError(
+            f"cannot place rollout workers ({'; '.join(short)}): lower rollout.num_cpus_per_worker, drop "
+            "rollout.worker_resources the cluster lacks, or add nodes that have them (`ray start --resources`)"
+        )
+    return {
+        "num_cpus": r.num_cpus_per_worker,
+        "resources": dict(r.worker_resources),
+        "max_concurrency": concurrency + 2,  # the job slots, plus stats/close calls
+        "max_restarts": r.worker_max_restarts,
+    }
+
+
+async def _all_started(workers: list[WorkerSlot]) -> None:
+    try:
+        await asyncio.wait_for(asyncio.gather(*(w.actor.start.remote() for w in workers)), READY_TIMEOUT_S)
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc
+        raise RolloutWorkerError(
+            f"rollout workers did not start: {type(cause).__name__}: {cause}. "
+            "See the Ray logs (/tmp/ray/session_latest/logs)."
+        ) from None
+
+
+async def _close(workers: list[WorkerSlot]) -> None:
+    import ray
+
+    closing = [w.actor.close.remote() for w in workers]
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), 120)
+    for worker in workers:
+        with contextlib.suppress(Exception):
+            ray.kill(worker.actor, no_restart=True)

@@ -1,0 +1,108 @@
+"""RolloutWorker: the unit that runs agent loops with everything they need on one host (its own rollout client,
+the sandbox pool of its Docker engine, browsers, Gym envs), one trajectory job at a time per slot.
+
+It works in this process (`await worker.start()`, `await worker.run(job)`) and as a Ray actor on any node
+(`rollout.workers=N`, see `agentrl.loops.distributed`): Ray runs its async methods on the actor's event loop,
+so one actor serves `rollout.worker_concurrency` jobs at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.config.schema import AgentRLConfig, RolloutConfig
+from agentrl.types import Sample, Trajectory
+
+
+@dataclass
+class Job:
+    """One trajectory to run: what `RolloutManager.run_one` takes, plus the sampling settings and the policy
+    versions the replicas serve (the driver's router knows them; the worker's own client does not)."""
+
+    sample: Sample
+    group_id: str
+    sample_index: int
+    position: int
+    seed: int | None
+    rollout: RolloutConfig
+    versions: dict[str, int] = field(default_factory=dict)
+    attempt: int = 0
+
+
+class RolloutWorker:
+    """Runs trajectory jobs against the rollout servers at `urls`.
+
+    Args:
+        cfg: the run's config (agent, tools, sandbox, env, rollout).
+        urls: base URLs of the rollout servers.
+        worker_id: name recorded on every trajectory it runs (`metadata["worker"]`).
+        run_id: labels the worker's sandbox containers (for the orphan sweep).
+    """
+
+    def __init__(self, cfg: AgentRLConfig, urls: list[str], worker_id: str = "local", run_id: str | None = None):
+        self.cfg, self.urls, self.worker_id, self.run_id = cfg, list(urls), worker_id, run_id
+        self.node = _node_id()
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._manager: Any = None
+        self._client: Any = None
+        self.busy_s = 0.0
+        """Seconds of trajectory time run so far (summed over concurrent jobs)."""
+
+    async def start(self) -> str:
+        """Build the client, tokenizer, sandbox pool and tools; returns the worker's id (idempotent)."""
+        if self._manager is not None:
+            return self.worker_id
+        from agentrl.loops.session import local_rollout_session
+        from agentrl.models import load_tokenizer, resolve_model
+        from agentrl.rollout.client import LLMClient
+
+        stack = contextlib.AsyncExitStack()
+        r = self.cfg.rollout
+        client = LLMClient(self.urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s)
+        self._client = await stack.enter_async_context(client)
+        tokenizer = load_tokenizer(resolve_model(self.cfg.model))
+        run_id = f"{self.run_id}-{self.worker_id}" if self.run_id else None
+        self._manager = await stack.enter_async_context(
+            local_rollout_session(self.cfg, self._client, tokenizer, run_id=run_id)
+        )
+        self._stack = stack
+        return self.worker_id
+
+    async def run(self, job: Job) -> Trajectory:
+        """Run one trajectory job; loop failures are recorded on the trajectory, as in `RolloutManager`."""
+        await self.start()
+        for url, version in job.versions.items():
+            self._client.router.set_policy_version(url, version)
+        started = time.perf_counter()
+        manager = self._manager.with_rollout(job.rollout)
+        traj = await manager.run_one(
+            job.sample, group_id=job.group_id, sample_index=job.sample_index, position=job.position, seed=job.seed
+        )
+        self.busy_s += time.perf_counter() - started
+        traj.metadata.update({"worker": self.worker_id, "worker_node": self.node, "attempt": job.attempt})
+        return traj
+
+    def stats(self) -> dict[str, Any]:
+        """The worker's id, node and busy seconds so far."""
+        return {"worker": self.worker_id, "node": self.node, "busy_s": self.busy_s}
+
+    async def close(self) -> None:
+        """Stop the sandboxes, browsers and client (no container is left)."""
+        stack, self._stack, self._manager = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+
+def _node_id() -> str:
+    """The Ray node this runs on, or "local" outside Ray."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return ray.get_runtime_context().get_node_id()
+    except Exception:  # no Ray, or not in a Ray process: this machine
+        pass
+    return "local"

@@ -1,0 +1,110 @@
+"""The global job queue over rollout workers, with FAKE worker actors (no Ray cluster): request-level hand-out,
+every trajectory exactly once, per-trajectory seeds as in one process, jobs of a dead worker retried elsewhere,
+and `worker_lost` trajectories once retries are spent or no worker lives."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from agentrl.config.schema import RolloutConfig
+from agentrl.loops.distributed import DistributedRolloutManager, WorkerSlot
+from agentrl.loops.manager import trajectory_seed
+from agentrl.rollout.router import Router
+from agentrl.types import Sample, StopReason, Trajectory
+
+ray_exceptions = pytest.importorskip("ray.exceptions")
+
+
+class Method:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def remote(self, *args):
+        return self.fn(*args)
+
+
+class FakeWorker:
+    """Runs a job after `delay` seconds; dies (RayActorError on its in-flight and later calls) when told to."""
+
+    def __init__(self, name: str, delay: float = 0.01, restarts: bool = False) -> None:
+        self.name, self.delay, self.restarts = name, delay, restarts
+        self.dead = False
+        self.ran: list[tuple[int, int, int | None]] = []
+        self.run, self.start, self.stats = Method(self._run), Method(self._start), Method(self._stats)
+
+    async def _run(self, job) -> Trajectory:
+        await asyncio.sleep(self.delay)
+        if self.dead:
+            raise ray_exceptions.RayActorError()
+        self.ran.append((job.position, job.sample_index, job.seed))
+        traj = Trajectory(group_id=job.group_id, sample_index=job.sample_index, agent_name="x")
+        traj.metadata.update({"sample_position": job.position, "worker": self.name, "attempt": job.attempt})
+        traj.stop_reason = StopReason.DONE
+        return traj
+
+    async def _start(self) -> str:
+        if self.dead and not self.restarts:
+            raise ray_exceptions.RayActorError()
+        self.dead = False
+        return self.name
+
+    async def _stats(self) -> dict:
+        return {"worker": self.name, "node": "n", "busy_s": self.delay * len(self.ran)}
+
+
+def manager(workers, concurrency=2, retries=1, seed=5) -> DistributedRolloutManager:
+    slots = [WorkerSlot(w.name, w) for w in workers]
+    return DistributedRolloutManager(slots, Router(["http://a:1"]), RolloutConfig(n=2, seed=seed), concurrency, retries)
+
+
+SAMPLES = [Sample(id=f"s{i}", prompt=[{"role": "user", "content": str(i)}]) for i in range(6)]
+
+
+async def test_every_job_runs_once_with_the_seeds_one_process_would_use() -> None:
+    fast, slow = FakeWorker("w0", 0.005), FakeWorker("w1", 0.05)
+    out = await manager([fast, slow]).run(SAMPLES)
+    keys = [(t.metadata["sample_position"], t.sample_index) for t in out]
+    assert keys == [(p, k) for p in range(6) for k in range(2)]
+    ran = fast.ran + slow.ran
+    assert sorted(ran) == sorted((p, k, trajectory_seed(5, p, k)) for p in range(6) for k in range(2))
+    assert len(fast.ran) > len(slow.ran)  # request-level: the fast worker took more jobs
+
+
+async def test_a_dead_workers_jobs_are_retried_on_a_live_one() -> None:
+    healthy, victim = FakeWorker("w0", 0.02), FakeWorker("w1", 0.05)
+    m = manager([healthy, victim])
+    stream = m.stream(SAMPLES)
+    first = await anext(stream)
+    victim.dead = True  # its in-flight jobs fail, and Ray does not bring it back
+    rest = [t async for t in stream]
+    out = [first, *rest]
+    assert Counter((t.metadata["sample_position"], t.sample_index) for t in out) == Counter(
+        (p, k) for p in range(6) for k in range(2)
+    )
+    assert all(t.stop_reason is StopReason.DONE for t in out)
+    retried = [t for t in out if t.metadata["attempt"] == 1]
+    assert retried and all(t.metadata["worker"] == "w0" for t in retried)
+    metrics = await m.take_metrics(1.0)
+    assert metrics["rollout/job_retries"] == len(retried) and metrics["rollout/live_workers"] == 1.0
+
+
+async def test_a_restarted_worker_keeps_taking_jobs() -> None:
+    worker = FakeWorker("w0", 0.01, restarts=True)
+    m = manager([worker], concurrency=1)
+    stream = m.stream(SAMPLES[:2])
+    await anext(stream)
+    worker.dead = True  # the next job dies with it; Ray restarts it (start answers again)
+    rest = [t async for t in stream]
+    assert len(rest) == 3 and all(t.stop_reason is StopReason.DONE for t in rest)
+    assert (await m.take_metrics(1.0))["rollout/live_workers"] == 1.0
+
+
+async def test_jobs_are_lost_when_retries_are_spent_or_no_worker_lives() -> None:
+    only = FakeWorker("w0", 0.01)
+    only.dead = True
+    out = await manager([only], retries=0).run(SAMPLES[:2])
+    assert len(out) == 4 and all(t.stop_reason is StopReason.WORKER_LOST and t.failed for t in out)
+    assert "rollout.max_job_retries" in out[0].error or "no rollout worker is alive" in out[0].error
