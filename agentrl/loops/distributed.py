@@ -136,9 +136,8 @@ class DistributedRolloutManager:
         for stat in await self.worker_stats():
             busy = stat["busy_s"] - self._busy.get(stat["worker"], 0.0)
             self._busy[stat["worker"]] = stat["busy_s"]
-            metrics[f"perf/rollout_worker_busy/{stat['worker']}"] = (
-                busy / (wall_s * self.concurrency) if wall_s else 0.0
-            )
+            share = max(0.0, busy) / (wall_s * self.concurrency) if wall_s else 0.0  # a restarted worker starts at 0
+            metrics[f"perf/rollout_worker_busy/{stat['worker']}"] = share
         return metrics
 
     async def worker_stats(self) -> list[dict[str, Any]]:

@@ -87,3 +87,28 @@ async def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(local_ray,
     assert metrics["rollout/job_retries"] >= 1  # the killed worker's in-flight jobs ran again
     assert any(t.metadata["attempt"] == 1 for t in out)
     assert all(check_drift(default_tokenizer, t).kind != "template" for t in out)
+
+
+def test_two_training_steps_of_the_gym_recipe_over_two_workers(local_ray, tmp_path):
+    import json
+
+    from agentrl.cli import main
+
+    args = [
+        "train",
+        "recipe=gym",
+        "rollout.workers=2",
+        "rollout.num_cpus_per_worker=0.5",
+        "trainer.steps=2",
+        "trainer.eval_every=2",
+        "env.num_eval_seeds=4",
+        "data.batch_size=2",
+        f"output_dir={tmp_path}",
+    ]
+    assert main(args) == 0
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "rollout/trajectories" in m]
+    assert [m["step"] for m in steps] == [1, 2]
+    assert all(m["rollout/trajectories"] == 8.0 and m["rollout/live_workers"] == 2.0 for m in steps)
+    assert all(m["perf/rollout_worker_busy/w0"] > 0 and m["perf/rollout_worker_busy/w1"] > 0 for m in steps)
+    assert any("eval/success_rate" in m for m in metrics)  # the greedy held-out pass ran on the workers too
