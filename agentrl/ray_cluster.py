@@ -24,13 +24,21 @@ def init_ray(cfg: RayConfig) -> bool:
         return False
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}, "log_to_driver": True}
-    if cfg.address is None:
+    if cfg.address is None and not os.environ.get("RAY_ADDRESS"):  # set: ray.init joins that cluster
         kwargs.update(num_cpus=cfg.num_cpus or os.cpu_count(), include_dashboard=False)
     try:
-        ray.init(address=cfg.address, **kwargs)
+        try:
+            ray.init(address=cfg.address, **kwargs)
+        except ValueError as error:  # Ray joined a cluster already running on this machine (its default)
+            if "existing cluster" not in str(error):
+                raise
+            kwargs.pop("num_cpus", None)
+            kwargs.pop("include_dashboard", None)
+            ray.init(address=cfg.address, **kwargs)
     except Exception as error:  # ray raises ConnectionError, RuntimeError, ValueError...
         where = f"join the Ray cluster at ray.address={cfg.address!r}" if cfg.address else "start a local Ray"
         raise RayClusterError(
-            f"could not {where}: {error}. Check `ray status`, or unset ray.address to start a local one."
+            f"could not {where}: {str(error).rstrip('.')}. Check `ray status`, or unset ray.address to start a "
+            "local one."
         ) from None
     return True

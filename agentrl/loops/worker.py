@@ -8,6 +8,7 @@ so one actor serves `rollout.worker_concurrency` jobs at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ class RolloutWorker:
         self._client: Any = None
         self.busy_s = 0.0
         """Seconds of trajectory time run so far (summed over concurrent jobs)."""
+        self._running: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> str:
         """Build the client, tokenizer, sandbox pool and tools; returns the worker's id (idempotent)."""
@@ -73,6 +75,10 @@ class RolloutWorker:
 
     async def run(self, job: Job) -> Trajectory:
         """Run one trajectory job; loop failures are recorded on the trajectory, as in `RolloutManager`."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
         await self.start()
         for url, version in job.versions.items():
             self._client.router.set_policy_version(url, version)
@@ -90,7 +96,12 @@ class RolloutWorker:
         return {"worker": self.worker_id, "node": self.node, "busy_s": self.busy_s}
 
     async def close(self) -> None:
-        """Stop the sandboxes, browsers and client (no container is left)."""
+        """Cancel the trajectories still running (each removes its own containers), then stop the sandbox pool,
+        browsers and client: no container is left."""
+        running = [task for task in self._running if task is not asyncio.current_task()]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         stack, self._stack, self._manager = self._stack, None, None
         if stack is not None:
             await stack.aclose()

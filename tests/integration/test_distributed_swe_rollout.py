@@ -56,7 +56,13 @@ def rows_with_images(docker_client, count: int) -> list[str]:
     pytest.fail("fewer than two SWE task images are built: run scripts/setup.sh")
 
 
+def sandbox_ids(docker_client) -> set[str]:
+    """Every agentrl sandbox container now (SWE containers are labelled per trajectory, not per run)."""
+    return {c.id for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
+
+
 def test_swe_rollout_spreads_over_two_sandbox_nodes(three_node_cluster, docker_client, default_tokenizer, tmp_path):
+    before = sandbox_ids(docker_client)
     data = tmp_path / "tasks.jsonl"
     data.write_text("\n".join(rows_with_images(docker_client, 2)) + "\n")
     out = tmp_path / "run"
@@ -84,9 +90,4 @@ def test_swe_rollout_spreads_over_two_sandbox_nodes(three_node_cluster, docker_c
     assert all(check_drift(default_tokenizer, t).kind != "template" for t in trajectories)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["trajectories"] == 4
-    leftovers = [
-        c.name
-        for c in docker_client.containers.list(all=True, filters={"label": LABEL})
-        if c.labels.get("agentrl.run", "").startswith(out.name)
-    ]
-    assert not leftovers, leftovers
+    assert not sandbox_ids(docker_client) - before, "sandbox containers left behind"
