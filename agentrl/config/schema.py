@@ -146,6 +146,10 @@ class TrainerConfig(_Section):
     resume: bool = Field(False, description="continue from the last checkpoint in output_dir")
     advantage: str = Field("grpo", description="advantage estimator: grpo, dr_grpo, rloo, reinforce++, gspo")
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
+    ppo_mini_batches: int = Field(
+        1, ge=1, description="optimizer steps per batch, each on a 1/N share of its trajectories (PPO mini-batches)"
+    )
+    ppo_epochs: int = Field(1, ge=1, description="passes over the batch's mini-batches")
     loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = (
         Field(None, description="how token losses are aggregated; None: the loss's paper default")
     )

@@ -61,6 +61,7 @@ class RolloutWorker:
         from agentrl.models import load_tokenizer, resolve_model
         from agentrl.rollout.client import LLMClient
 
+        await asyncio.to_thread(sweep_orphans)
         stack = contextlib.AsyncExitStack()
         r = self.cfg.rollout
         client = LLMClient(self.urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s)
@@ -105,6 +106,17 @@ class RolloutWorker:
         stack, self._stack, self._manager = self._stack, None, None
         if stack is not None:
             await stack.aclose()
+
+
+def sweep_orphans() -> int:
+    """Remove the sandbox containers of dead processes on this host (a worker that died here before this one
+    was restarted); 0 when this host has no Docker engine."""
+    try:
+        from agentrl.sandbox.containers import docker_client, remove_orphans
+
+        return remove_orphans(docker_client())
+    except Exception:  # no Docker here (a worker for Gym or browser tasks): nothing to sweep
+        return 0
 
 
 def _node_id() -> str:

@@ -121,8 +121,11 @@ class PolicyEngine:
                 parts.append(logp)
         return torch.cat(parts, dim=0)
 
-    def train_step(self, batch: PaddedBatch, loss_fn: LossFn) -> dict[str, float]:
+    def train_step(self, batch: PaddedBatch, loss_fn: LossFn, last: bool = True) -> dict[str, float]:
         """One optimizer step over `batch`, cut into micro-batches by the token budget.
+
+        `last=False` (a PPO mini-batch before the batch's last one) leaves the learning-rate schedule and the step
+        count where they are: they advance once per training step.
 
         Args:
             batch: the padded batch of this rank.
@@ -149,8 +152,9 @@ class PolicyEngine:
         )
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]  # the LR this step used
         self.optimizer.step()
-        self.scheduler.step()
-        self.step_count += 1
+        if last:
+            self.scheduler.step()
+            self.step_count += 1
         metrics["train/grad_norm"] = float(_full(grad_norm))
         return metrics
 

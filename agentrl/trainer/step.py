@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -47,72 +47,162 @@ def policy_step(
     shard: tuple[int, int] = (0, 1),
     reference: ReferencePolicy | None = None,
 ) -> dict[str, float]:
-    """Compute advantages for `trajectories`, then take one optimizer step; returns train/* metrics.
+    """Compute advantages for `trajectories`, then take `ppo_epochs` x `ppo_mini_batches` optimizer steps; returns
+    train/* metrics.
 
-    With `shard=(rank, world_size)`, advantages and loss denominators are computed over all trajectories and
-    this rank trains on rows `rank::world_size` (data parallel under FSDP); the metrics are reduced over the
-    ranks, so every rank returns the global figures. A rank left without rows runs one fully masked row.
+    With `shard=(rank, world_size)`, advantages are computed over all trajectories and this rank trains on rows
+    `rank::world_size` of each mini-batch (data parallel under FSDP); the metrics are reduced over the ranks, so
+    every rank returns the global figures. A rank left without rows runs one fully masked row.
 
     With `cfg.skip_zero_advantage` and no KL penalty, rows whose advantage is 0 are left out of the forward and
-    backward: they contribute no gradient, and the denominators stay those of the whole batch, so the update is
-    the same. The optimizer still steps when no row is left (on one masked row), as it would have.
+    backward: they contribute no gradient, and the denominators stay those of the whole (mini-)batch, so the update
+    is the same. The optimizer still steps when no row is left (on one masked row), as it would have.
 
-    The step is one update on the whole batch (cut into micro-batches only for memory), so the PPO ratio's
-    π_θ_old is the current policy and its logprobs come from the training forward itself.
-    `train/rollout_logprob_abs_diff` is the mean |rollout logprob − trainer logprob| over trainable tokens: the
-    training-inference mismatch of the rollout engine. With a `reference`, `train/kl` is the KL estimator
-    (`cfg.kl_estimator`) to it, aggregated like the loss, and `cfg.kl_coef > 0` adds it to the loss.
+    One update (the default) on the whole batch: π_θ_old is the current policy and its logprobs come from the
+    training forward itself (the ratio is exactly 1). Several updates (`ppo_mini_batches` contiguous shares of the
+    batch, `ppo_epochs` passes): π_θ_old is recomputed once, before the first update, for every mini-batch, so the
+    later updates see real ratios and the clipping acts. Metrics are the mean over the updates (`train/lr`: the
+    step's). `train/rollout_logprob_abs_diff` is the mean |rollout logprob − π_θ_old logprob| over trainable
+    tokens: the training-inference mismatch of the rollout engine. With a `reference`, `train/kl` is the KL
+    estimator (`cfg.kl_estimator`) to it, aggregated like the loss, and `cfg.kl_coef > 0` adds it to the loss.
     """
     if not trajectories:
         return {"train/skipped": 1.0}
     rewards, groups = rewards_and_groups(trajectories)
     advantages = compute_advantages(cfg.advantage, rewards, groups)
-    num_tokens = float(sum(t.num_generated_tokens for t in trajectories))
-    num_seqs = float(len(trajectories))
     lcfg = loss_config(cfg, max(response_length(t) for t in trajectories))
-    trained = _rows_with_signal(advantages) if cfg.skip_zero_advantage and cfg.kl_coef == 0 else None
-    kept, kept_adv = trajectories, advantages
-    if trained is not None:
-        kept, kept_adv = [trajectories[i] for i in trained], advantages[trained]
-    batch, local_adv = _rank_batch(kept, kept_adv, shard, pad_token_id, engine.device, fallback=trajectories[0])
-    ref_logprobs = reference.logprobs(engine, batch) if reference is not None else None
-    token_adv = broadcast_to_tokens(local_adv, batch.response_mask)
-    trainer_logprobs = torch.zeros_like(batch.rollout_logprobs)
-    loss = get_loss(cfg.loss)
-
-    def micro_loss(logp: torch.Tensor, rows: slice) -> tuple[torch.Tensor, dict[str, float]]:
-        # one update per batch: π_θ_old is this very forward's policy, so log π_old = log π_θ detached (as TRL
-        # does with num_iterations=1), which saves a whole forward pass over the batch
-        old = logp.detach()
-        trainer_logprobs[rows] = old
-        return loss(
-            logp,
-            old,
-            token_adv[rows],
-            batch.response_mask[rows],
-            lcfg,
-            ref_logprobs=ref_logprobs[rows] if ref_logprobs is not None else None,
-            rollout_logprobs=batch.rollout_logprobs[rows],
-            num_tokens=num_tokens,
-            num_seqs=num_seqs,
-        )
-
-    metrics = engine.train_step(batch, micro_loss)
-    out = {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
+    skip = cfg.skip_zero_advantage and cfg.kl_coef == 0
+    shares = _shares(len(trajectories), cfg.ppo_mini_batches)
+    parts = [
+        _part([trajectories[i] for i in rows], advantages[rows], skip, shard, pad_token_id, engine, reference)
+        for rows in shares
+    ]
+    several = len(parts) * cfg.ppo_epochs > 1
+    if several:  # π_θ_old of every mini-batch, before any update
+        for part in parts:
+            part.old = engine.logprobs(part.batch).detach()
+    updates = [(epoch, part) for epoch in range(cfg.ppo_epochs) for part in parts]
+    runs = [
+        _update(engine, part, lcfg, get_loss(cfg.loss), last=(i == len(updates) - 1))
+        for i, (_, part) in enumerate(updates)
+    ]
+    out = _mean_of(runs)
+    kept = sum(len(part.kept) for part in parts)
     out.pop("train/rollout_logprob_abs_diff", None)
     if kept:
-        out["train/rollout_logprob_abs_diff"] = _mismatch(batch, trainer_logprobs)
+        out["train/rollout_logprob_abs_diff"] = _mismatch_of(parts)
     else:  # no trained row: no figures of the policy's tokens (rather than 0s that read as perfect or collapsed)
         out.pop("train/entropy", None)
     if shard[1] > 1:
-        out = _reduce_over_ranks(out, float(batch.response_mask.sum()), engine)
+        local_tokens = float(sum(part.batch.response_mask.sum() for part in parts))
+        out = _reduce_over_ranks(out, local_tokens, engine)
     out["train/advantage_abs_mean"] = float(advantages.abs().mean())
     out["train/advantage_std"] = float(advantages.std(unbiased=False))
     out["train/advantage_max"] = float(advantages.max())
     out["train/advantage_min"] = float(advantages.min())
-    out["train/tokens"] = num_tokens
-    out["train/rows_trained"] = float(len(kept))
+    out["train/tokens"] = float(sum(t.num_generated_tokens for t in trajectories))
+    out["train/rows_trained"] = float(kept)
+    out["train/ppo_updates"] = float(len(updates))
     return out
+
+
+@dataclass
+class _Part:
+    """One mini-batch: this rank's padded rows of it, their token advantages, denominators over the whole
+    mini-batch (all ranks), reference and π_θ_old logprobs."""
+
+    kept: list[Trajectory]
+    batch: PaddedBatch
+    token_adv: torch.Tensor
+    num_tokens: float
+    num_seqs: float
+    ref_logprobs: torch.Tensor | None
+    old: torch.Tensor | None = None
+    trainer_logprobs: torch.Tensor | None = None
+
+
+def _shares(count: int, mini_batches: int) -> list[list[int]]:
+    """`mini_batches` contiguous, near-equal shares of `count` rows (fewer when there are fewer rows)."""
+    n = max(1, min(mini_batches, count))
+    size, extra = divmod(count, n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(list(range(start, end)))
+        start = end
+    return out
+
+
+def _part(
+    trajectories: list[Trajectory],
+    advantages: torch.Tensor,
+    skip_zero: bool,
+    shard: tuple[int, int],
+    pad_token_id: int,
+    engine: PolicyEngine,
+    reference: ReferencePolicy | None,
+) -> _Part:
+    kept, kept_adv = trajectories, advantages
+    if skip_zero:
+        rows = _rows_with_signal(advantages)
+        kept, kept_adv = [trajectories[i] for i in rows], advantages[rows]
+    batch, local_adv = _rank_batch(kept, kept_adv, shard, pad_token_id, engine.device, fallback=trajectories[0])
+    return _Part(
+        kept=kept,
+        batch=batch,
+        token_adv=broadcast_to_tokens(local_adv, batch.response_mask),
+        num_tokens=float(sum(t.num_generated_tokens for t in trajectories)),
+        num_seqs=float(len(trajectories)),
+        ref_logprobs=reference.logprobs(engine, batch) if reference is not None else None,
+    )
+
+
+def _update(engine: PolicyEngine, part: _Part, lcfg: PolicyLossConfig, loss: Any, last: bool) -> dict[str, float]:
+    """One optimizer step on one mini-batch."""
+    batch = part.batch
+    part.trainer_logprobs = torch.zeros_like(batch.rollout_logprobs) if part.old is None else part.old
+
+    def micro_loss(logp: torch.Tensor, rows: slice) -> tuple[torch.Tensor, dict[str, float]]:
+        if part.old is None:
+            # one update per batch: π_θ_old is this very forward's policy, so log π_old = log π_θ detached (as
+            # TRL does with num_iterations=1), which saves a whole forward pass over the batch
+            old = logp.detach()
+            part.trainer_logprobs[rows] = old
+        else:
+            old = part.old[rows]
+        return loss(
+            logp,
+            old,
+            part.token_adv[rows],
+            batch.response_mask[rows],
+            lcfg,
+            ref_logprobs=part.ref_logprobs[rows] if part.ref_logprobs is not None else None,
+            rollout_logprobs=batch.rollout_logprobs[rows],
+            num_tokens=part.num_tokens,
+            num_seqs=part.num_seqs,
+        )
+
+    metrics = engine.train_step(batch, micro_loss, last=last)
+    return {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
+
+
+def _mean_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The mean of each metric over the updates; the learning rate is the step's (the last update's)."""
+    out = {key: sum(run.get(key, 0.0) for run in runs) / len(runs) for key in runs[0]}
+    out["train/lr"] = runs[-1].get("train/lr", 0.0)
+    return out
+
+
+def _mismatch_of(parts: list[_Part]) -> float:
+    """Mean |rollout − trainer (π_θ_old) logprob| over the trainable tokens of all mini-batches."""
+    total, tokens = 0.0, 0.0
+    for part in parts:
+        mask = part.batch.response_mask.bool()
+        if part.trainer_logprobs is None or not mask.any():
+            continue
+        total += float((part.batch.rollout_logprobs - part.trainer_logprobs).abs()[mask].sum())
+        tokens += float(mask.sum())
+    return total / tokens if tokens else 0.0
 
 
 def _rows_with_signal(advantages: torch.Tensor) -> list[int]:
@@ -150,10 +240,3 @@ def _reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: P
     for key, value in zip(keys, packed[1:].tolist(), strict=True):
         out[key] = value if is_additive(key) else value / total
     return out
-
-
-def _mismatch(batch: PaddedBatch, trainer_logprobs: torch.Tensor) -> float:
-    mask = batch.response_mask.bool()
-    if not mask.any():
-        return 0.0
-    return float((batch.rollout_logprobs - trainer_logprobs).abs()[mask].mean())

@@ -85,3 +85,25 @@ def test_resume_from_a_checkpoint_reproduces_the_next_step(hf_server_url, tmp_pa
     assert after["rollout/reward_mean"] == uninterrupted["rollout/reward_mean"]
     assert after["train/loss"] == pytest.approx(uninterrupted["train/loss"], abs=1e-6)
     assert after["train/grad_norm"] == pytest.approx(uninterrupted["train/grad_norm"], rel=1e-4, abs=1e-6)
+
+
+def test_ppo_mini_batches_train_on_real_ratios(hf_server_url, tmp_path):
+    # four optimizer steps per batch of 8 trajectories: π_old is recomputed before the first, so the later
+    # mini-batches run on a policy that has moved (ratio != 1) and a tight clip range is visibly hit
+    metrics = train(
+        hf_server_url,
+        tmp_path,
+        "trainer.steps=2",
+        "rollout.n=4",
+        "rollout.seed=7",
+        "trainer.ppo_mini_batches=4",
+        "trainer.skip_zero_advantage=false",
+        "trainer.lr=1e-4",
+        "trainer.clip_low=0.001",
+        "trainer.clip_high=0.001",
+    )
+    assert [m["train/ppo_updates"] for m in metrics] == [4.0, 4.0]
+    print({k: [m[k] for m in metrics] for k in ("train/ppo_kl", "train/clipfrac", "train/rollout_logprob_abs_diff")})
+    assert all(m["train/ppo_kl"] != 0.0 for m in metrics)
+    assert any(m["train/clipfrac"] > 0.0 for m in metrics)
+    assert all(m["train/rollout_logprob_abs_diff"] < 1e-3 for m in metrics)  # π_old is the rollout policy
