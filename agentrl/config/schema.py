@@ -126,6 +126,15 @@ class TrainerConfig(_Section):
     tis_cap: float | None = Field(
         None, gt=0, description="truncated importance sampling cap on π_trainer/π_rollout; None: 2.0 in async mode"
     )
+    is_level: Literal["token", "sequence", "geometric"] = Field(
+        "token",
+        description="off-policy correction weight (π_old/π_rollout, on when tis_cap is set) per token, per sequence "
+        "(product), or its geometric mean",
+    )
+    is_mode: Literal["truncate", "mask"] = Field(
+        "truncate", description="truncate the weight at tis_cap (TIS), or drop tokens/sequences outside the band"
+    )
+    is_mask_low: float = Field(0.5, ge=0, description="is_mode=mask: lower bound of the kept band [low, tis_cap]")
     dynamic_sampling: bool = Field(False, description="DAPO: drop zero-variance groups and sample more prompts")
     skip_zero_advantage: bool = Field(
         True,

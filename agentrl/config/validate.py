@@ -114,6 +114,14 @@ def _trainer_problems(cfg: AgentRLConfig) -> list[str]:
             f"trainer.overlong_cache_tokens must be in (0, overlong_max_tokens={t.overlong_max_tokens}], "
             f"got {t.overlong_cache_tokens}"
         )
+    corrected = t.tis_cap is not None or (t.mode == "async" and t.stale_samples == "correct")
+    if (t.is_mode != "truncate" or t.is_level != "token") and not corrected:
+        problems.append(
+            f"trainer.is_mode={t.is_mode} / is_level={t.is_level} shape the off-policy correction, which is off: "
+            "set trainer.tis_cap=C (e.g. 2.0) to turn it on"
+        )
+    if t.is_mode == "mask" and t.tis_cap is not None and t.is_mask_low >= t.tis_cap:
+        problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({t.tis_cap})")
     return problems
 
 

@@ -86,6 +86,44 @@ def tis_weights(old_logprobs: Tensor, rollout_logprobs: Tensor, cap: float) -> t
     return raw.clamp(max=cap), raw > cap
 
 
+ISLevel = Literal["token", "sequence", "geometric"]
+ISMode = Literal["truncate", "mask"]
+
+
+def importance_weights(
+    old_logprobs: Tensor,
+    rollout_logprobs: Tensor,
+    mask: Tensor,
+    level: ISLevel = "token",
+    mode: ISMode = "truncate",
+    cap: float = 2.0,
+    low: float = 0.5,
+) -> tuple[Tensor, Tensor]:
+    """Off-policy correction weights of the rollout (behaviour) policy's tokens, [B, R], detached.
+
+    The raw weight is ρ = π_old / π_rollout of each token (`token`), of the whole sequence (`sequence`:
+    ρ_i = Π_t ρ_{i,t}, i.e. exp Σ_t log ρ_{i,t}), or its per-token geometric mean (`geometric`:
+    exp(mean_t log ρ_{i,t})), broadcast to the sequence's tokens.
+
+    `truncate` (TIS, Yao et al. 2025): w = min(ρ, C). `mask` (masked IS, as in IcePop / verl's rollout
+    rejection): w = 1 where low ≤ ρ ≤ C, else 0 (the token or whole sequence gets no gradient).
+
+    Returns the weights and a bool tensor marking the tokens that were truncated or masked.
+    """
+    log_rho = (old_logprobs - rollout_logprobs).detach().masked_fill(~mask, 0.0)
+    if level != "token":
+        total = log_rho.sum(dim=-1, keepdim=True)
+        if level == "geometric":
+            total = total / mask.sum(dim=-1, keepdim=True).clamp(min=1)
+        log_rho = total.expand_as(log_rho)
+    rho = torch.exp(log_rho.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    if mode == "truncate":
+        hit = (rho > cap) & mask
+        return rho.clamp(max=cap), hit
+    hit = ((rho > cap) | (rho < low)) & mask
+    return (~hit).to(rho.dtype), hit
+
+
 def _ratio(logprobs: Tensor, old_logprobs: Tensor) -> tuple[Tensor, Tensor]:
     """(r, log r) with log r clamped to ±LOG_RATIO_CLAMP."""
     log_ratio = (logprobs - old_logprobs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)

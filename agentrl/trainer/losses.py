@@ -35,12 +35,15 @@ from agentrl.errors import UserError
 from agentrl.trainer.loss_terms import (  # re-exported: part of this module's API
     LOG_RATIO_CLAMP,
     AggMode,
+    ISLevel,
+    ISMode,
     KLType,
     _ratio,
     aggregate,
+    importance_weights,
     kl_penalty,
     masked_mean,
-    tis_weights,
+    tis_weights,  # noqa: F401 (re-exported)
 )
 from agentrl.trainer.registry import LOSSES
 
@@ -69,7 +72,13 @@ class PolicyLossConfig:
         kl_coef: β, weight of the KL penalty to the reference (0: off; needs `ref_logprobs`).
         kl_type: k1 = log π_θ − log π_ref; k2 = ½ (log π_θ − log π_ref)²; k3 = π_ref/π_θ − log(π_ref/π_θ) − 1
             (Schulman 2020, "Approximating KL divergence"; k3 is GRPO's).
-        tis_cap: C of truncated importance sampling; None: off (needs `rollout_logprobs` when set).
+        tis_cap: C, the upper bound of the off-policy correction's weight; None: no correction (needs
+            `rollout_logprobs` when set).
+        is_level: the correction's weight per `token`, per `sequence` (product of the token ratios) or its
+            `geometric` mean (see `loss_terms.importance_weights`).
+        is_mode: `truncate` the weight at C (TIS), or `mask` the tokens / sequences whose weight leaves
+            [is_mask_low, C] (masked IS).
+        is_mask_low: lower bound of the masked-IS band.
     """
 
     clip_low: float = 0.2
@@ -84,6 +93,9 @@ class PolicyLossConfig:
     kl_coef: float = 0.0
     kl_type: KLType = "k3"
     tis_cap: float | None = None
+    is_level: ISLevel = "token"
+    is_mode: ISMode = "truncate"
+    is_mask_low: float = 0.5
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.clip_low <= 1.0:
@@ -95,6 +107,9 @@ class PolicyLossConfig:
         _check_bounds(1.0, strict=True, dual_clip_c=self.dual_clip_c)
         if self.loss_agg_mode is not None and self.loss_agg_mode not in get_args(AggMode):
             raise UserError(f"unknown loss_agg_mode {self.loss_agg_mode!r}; known: {', '.join(get_args(AggMode))}")
+        _check_bounds(0.0, is_mask_low=self.is_mask_low)
+        if self.tis_cap is not None and self.is_mode == "mask" and self.is_mask_low >= self.tis_cap:
+            raise UserError(f"is_mask_low ({self.is_mask_low}) must be below tis_cap ({self.tis_cap})")
         if self.kl_type not in get_args(KLType):
             raise UserError(f"unknown kl_type {self.kl_type!r}; known: {', '.join(get_args(KLType))}")
 
@@ -177,11 +192,21 @@ def _apply_tis(
     cfg: PolicyLossConfig,
     metrics: Metrics,
 ) -> Tensor:
+    """Weight each token's surrogate by the off-policy correction π_old / π_rollout (truncated or masked).
+
+    With π_old the policy before this update (recomputed once per batch, or this very forward) and π_rollout the
+    behaviour policy that sampled the tokens, this is decoupled PPO (Fu et al. 2025, AReaL): the clipped ratio
+    against the proximal policy, times the (truncated) importance weight of proximal over behaviour.
+    """
     if cfg.tis_cap is None:
         return pg_mat
-    weights, capped = tis_weights(old, rollout, cfg.tis_cap)
+    weights, hit = importance_weights(
+        old, rollout, mask, cfg.is_level, cfg.is_mode, cap=cfg.tis_cap, low=cfg.is_mask_low
+    )
     metrics["tis_weight_mean"] = masked_mean(weights, mask)
-    metrics["tis_clipfrac"] = masked_mean(capped.to(weights.dtype), mask)
+    metrics["tis_weight_max"] = weights.masked_fill(~mask, 0.0).max() if mask.any() else weights.new_zeros(())
+    share = masked_mean(hit.to(weights.dtype), mask)
+    metrics["tis_clipfrac" if cfg.is_mode == "truncate" else "tis_maskfrac"] = share
     return pg_mat * weights
 
 

@@ -35,6 +35,9 @@ def loss_config(cfg: TrainerConfig, max_response_len: int | None = None) -> Poli
         kl_type=cfg.kl_estimator,
         loss_agg_mode=cfg.loss_agg,
         tis_cap=cfg.tis_cap,
+        is_level=cfg.is_level,
+        is_mode=cfg.is_mode,
+        is_mask_low=cfg.is_mask_low,
         norm_constant=float(max_response_len) if max_response_len else None,
     )
 

@@ -107,3 +107,21 @@ def test_ppo_mini_batches_train_on_real_ratios(hf_server_url, tmp_path):
     assert all(m["train/ppo_kl"] != 0.0 for m in metrics)
     assert any(m["train/clipfrac"] > 0.0 for m in metrics)
     assert all(m["train/rollout_logprob_abs_diff"] < 1e-3 for m in metrics)  # π_old is the rollout policy
+
+
+def test_masked_sequence_importance_sampling_runs_in_training(hf_server_url, tmp_path):
+    metrics = train(
+        hf_server_url,
+        tmp_path,
+        "trainer.steps=1",
+        "rollout.n=4",
+        "trainer.skip_zero_advantage=false",
+        "trainer.tis_cap=2.0",
+        "trainer.is_mode=mask",
+        "trainer.is_level=geometric",
+    )
+    (step,) = metrics
+    # fp32 hf server: π_old and π_rollout agree to ~1e-5, so no sequence leaves the band and every weight is ~1
+    assert step["train/tis_maskfrac"] == 0.0
+    assert step["train/tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)
+    assert step["train/tis_weight_max"] == pytest.approx(1.0, abs=1e-3)

@@ -314,3 +314,62 @@ def test_config_validation(bad):
 def test_input_shapes_are_checked():
     with pytest.raises(ValueError, match=r"\[B, R\]"):
         get_loss("ppo_clip")(t([0.0, 0.0]), t([0.0]), t([0.0, 0.0]), torch.ones(1, 2))
+
+
+# ------------------------------------------------------------------------- off-policy corrections
+
+
+def test_importance_weights_per_token_sequence_and_geometric_mean():
+    from agentrl.trainer.loss_terms import importance_weights
+
+    old = t([-1.0, -1.0, -1.0], [-2.0, -2.0, 0.0])
+    rollout = t([-1.5, -0.5, -1.0], [-2.2, -2.2, 0.0])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    # token: ρ = exp(old − rollout), capped at C = 1.5
+    w, hit = importance_weights(old, rollout, mask, "token", "truncate", cap=1.5)
+    assert close(w[0], [1.5, math.exp(-0.5), 1.0]) and hit[0].tolist() == [True, False, False]
+    # sequence: ρ_i = Π_t ρ_it = exp(Σ_t log ρ_it): row 0 exp(0.5 − 0.5 + 0) = 1; row 1 exp(0.4) (masked token out)
+    w, hit = importance_weights(old, rollout, mask, "sequence", "truncate", cap=1.4)
+    assert close(w[0], [1.0, 1.0, 1.0]) and w[1, :2].tolist() == pytest.approx([1.4, 1.4])
+    assert hit.tolist() == [[False, False, False], [True, True, False]]  # exp(0.4) = 1.49 > 1.4, per sequence
+    # geometric: exp(mean_t log ρ_it) over the sequence's own tokens: row 1 exp(0.2)
+    w, _ = importance_weights(old, rollout, mask, "geometric", "truncate", cap=2.0)
+    assert w[1, :2].tolist() == pytest.approx([math.exp(0.2)] * 2)
+
+
+def test_masked_importance_sampling_drops_tokens_and_sequences_outside_the_band():
+    from agentrl.trainer.loss_terms import importance_weights
+
+    old = t([-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0])
+    rollout = t([-1.5, -0.2, -1.1], [-1.0, -1.0, -1.0])
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    # token ρ: [e^0.5 = 1.65, e^-0.8 = 0.45, e^0.1 = 1.11]; band [0.5, 1.5]: the first two are masked
+    w, hit = importance_weights(old, rollout, mask, "token", "mask", cap=1.5, low=0.5)
+    assert w.tolist() == [[0.0, 0.0, 1.0], [1.0, 1.0, 1.0]] and hit[0].tolist() == [True, True, False]
+    # sequence ρ of row 0: exp(0.5 − 0.8 + 0.1) = e^-0.2 = 0.82: inside, the whole sequence is kept
+    w, _ = importance_weights(old, rollout, mask, "sequence", "mask", cap=1.5, low=0.5)
+    assert w.tolist() == [[1.0] * 3, [1.0] * 3]
+
+
+def test_masked_tokens_get_no_gradient_and_the_shares_are_logged():
+    old = t([-1.0, -1.0, -1.0])
+    rollout = t([-1.5, -0.2, -1.1])
+    logp = old.clone().requires_grad_(True)
+    cfg = PolicyLossConfig(tis_cap=1.5, is_mode="mask", is_mask_low=0.5)
+    loss, m = get_loss("ppo_clip")(logp, old, t([1.0, 1.0, 1.0]), torch.ones(1, 3), cfg, rollout_logprobs=rollout)
+    loss.backward()
+    assert logp.grad[0].tolist() == pytest.approx([0.0, 0.0, -1.0 / 3])
+    assert m["tis_maskfrac"] == pytest.approx(2 / 3) and m["tis_weight_max"] == 1.0
+    with pytest.raises(AgentRLError, match="is_mask_low"):
+        PolicyLossConfig(tis_cap=0.4, is_mode="mask", is_mask_low=0.5)
+
+
+def test_decoupled_ppo_clips_against_the_proximal_policy_and_weights_by_the_behaviour_one():
+    # AReaL's decoupled objective per token: −min(ρ, C) · min(r Â, clip(r, 1 ± ε) Â), r = π_θ / π_prox,
+    # ρ = π_prox / π_behav; here r = e^0.3 (clipped at 1.2 for Â > 0) and ρ = e^0.1 (under C)
+    prox, behav = t([-1.0]), t([-1.1])
+    logp = t([-0.7]).requires_grad_(True)
+    cfg = PolicyLossConfig(clip_low=0.2, tis_cap=2.0)
+    loss, m = get_loss("ppo_clip")(logp, prox, t([1.0]), torch.ones(1, 1), cfg, rollout_logprobs=behav)
+    assert loss.item() == pytest.approx(-math.exp(0.1) * 1.2)
+    assert m["clipfrac"] == 1.0 and m["tis_weight_mean"] == pytest.approx(math.exp(0.1))

@@ -130,3 +130,15 @@ def test_the_readme_custom_loop_options_are_checked(monkeypatch: pytest.MonkeyPa
     assert run_problems(config(agent={"name": name, "kwargs": {"hints": False}})) == []
     (problem,) = run_problems(config(agent={"name": name, "kwargs": {"hint": False}}))
     assert problem == "agent.kwargs.hint: Extra inputs are not permitted (options of GuessNumberLoop: hints)"
+
+
+def test_off_policy_correction_settings_need_the_correction_on():
+    from agentrl.config.loader import load_config
+    from agentrl.config.validate import run_problems
+
+    problems = run_problems(load_config(overrides=["trainer.is_mode=mask"], check_run=False))
+    assert any("set trainer.tis_cap=C" in p for p in problems)
+    problems = run_problems(load_config(overrides=["trainer.is_mode=mask", "trainer.tis_cap=0.4"], check_run=False))
+    assert any("is_mask_low (0.5) must be below trainer.tis_cap (0.4)" in p for p in problems)
+    ok = ["trainer.is_level=sequence", "trainer.tis_cap=2.0"]
+    assert not [p for p in run_problems(load_config(overrides=ok, check_run=False)) if "trainer." in p]
