@@ -68,8 +68,11 @@ class RolloutConfig(_Section):
         description="how vLLM/SGLang servers get weights: a safetensors file they load, or an NCCL broadcast from the "
         "trainer's GPU (GPU only; vLLM is started with --weight-transfer-config)",
     )
-    weight_update: Literal["finish", "abort"] = Field(
-        "finish", description="requests in flight at a weight push: finish on the old weights, or abort"
+    weight_update: Literal["finish", "abort", "resume"] = Field(
+        "finish",
+        description="generations in flight at a weight push: finish on the old weights, abort (the trajectory ends "
+        "as aborted), or resume: interrupted and continued from their exact prefix with the new weights (partial "
+        "rollouts; every token keeps the version that generated it)",
     )
 
 

@@ -42,9 +42,19 @@ class TrajectoryBuilder:
 
     def add_generation(self, token_ids: list[int], logprobs: list[float] | None, policy_version: int | None) -> str:
         """Append the model's tokens exactly as generated; returns the assistant's text (end token stripped)."""
-        self.trajectory.append(
-            Segment(token_ids=token_ids, trainable=True, logprobs=logprobs, policy_version=policy_version)
-        )
+        return self.add_generation_pieces([(token_ids, logprobs, policy_version)])
+
+    def add_generation_pieces(self, pieces: list[tuple[list[int], list[float] | None, int | None]]) -> str:
+        """Append one assistant turn generated in pieces (a partial rollout: interrupted by weight pushes and
+        continued from its exact prefix), one trainable segment per piece with the version that generated it;
+        returns the turn's text (end token stripped)."""
+        token_ids: list[int] = []
+        for ids, logprobs, version in pieces:
+            if ids or len(pieces) == 1:
+                self.trajectory.append(
+                    Segment(token_ids=ids, trainable=True, logprobs=logprobs, policy_version=version)
+                )
+            token_ids += ids
         text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
         self._last_generated_text = text
         content = self._strip_end(token_ids, text)

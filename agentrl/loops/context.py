@@ -12,6 +12,9 @@ from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
+MAX_RESUMES = 16
+"""Continuations of one generation after aborts, at most (weight pushes faster than a turn would never end)."""
+
 if TYPE_CHECKING:
     from agentrl.envs.gym import GymEpisode
     from agentrl.gui.browser import MiniWoBSession
@@ -81,6 +84,7 @@ class AgentContext:
     tool_schemas: list[dict[str, Any]] | None = None  # passed to the chat template when it has a tools slot
     system_prompt: str | None = None  # merged into the prompt's system message by start()
     last_turn_cut: bool = False  # the latest reply was cut at max_tokens_per_turn (continue_cut_turns)
+    resume_aborted: bool = False  # a generation the server aborts (weight push) continues from its prefix
 
     def __post_init__(self) -> None:
         self.builder = TrajectoryBuilder(self.tokenizer, self.trajectory, tools=self.tool_schemas)
@@ -117,9 +121,9 @@ class AgentContext:
             update["seed"] = self.sampling.seed + self.trajectory.num_turns
         sampling = self.sampling.model_copy(update={**update, **sampling_overrides})
         started = time.perf_counter()
-        out = await self.llm.generate(self.trajectory.token_ids, sampling, session_id=self.trajectory.id)
+        pieces, out = await self._generate_pieces(sampling)
         self._time("generate_s", started)
-        text = self.builder.add_generation(list(out.token_ids), out.logprobs, out.policy_version)
+        text = self.builder.add_generation_pieces(pieces)
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")
@@ -132,6 +136,28 @@ class AgentContext:
             metrics = self.trajectory.metrics
             metrics["loop/cut_turns"] = metrics.get("loop/cut_turns", 0.0) + 1.0
         return Turn(text=text, token_ids=list(out.token_ids), finish_reason=out.finish_reason)
+
+    async def _generate_pieces(self, sampling: SamplingParams) -> tuple[list[tuple[list[int], Any, Any]], Any]:
+        """One generation, and with `resume_aborted` its continuations after each abort by a weight push: every
+        piece is generated from the exact prefix (the trajectory plus the pieces so far) and keeps its version.
+        Returns the pieces and the last output (whose finish reason is the turn's)."""
+        pieces: list[tuple[list[int], Any, Any]] = []
+        generated: list[int] = []
+        while True:
+            left = sampling.max_tokens - len(generated)
+            request = sampling.model_copy(update={"max_tokens": left})
+            prompt = self.trajectory.token_ids + generated
+            out = await self.llm.generate(prompt, request, session_id=self.trajectory.id)
+            pieces.append((list(out.token_ids), out.logprobs, out.policy_version))
+            generated += list(out.token_ids)
+            resumable = self.resume_aborted and len(pieces) <= MAX_RESUMES
+            if out.finish_reason != "abort" or not resumable:
+                return pieces, out
+            if len(generated) >= sampling.max_tokens:  # aborted exactly at the limit: the turn is cut there
+                out.finish_reason = "length"
+                return pieces, out
+            metrics = self.trajectory.metrics
+            metrics["rollout/resumed_generations"] = metrics.get("rollout/resumed_generations", 0.0) + 1.0
 
     def add_messages(self, messages: list[Message], add_generation_prompt: bool = True) -> None:
         """Append tool results / user turns / observations as the template's exact token suffix.

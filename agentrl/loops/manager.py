@@ -180,6 +180,7 @@ class RolloutManager:
             sampling=sampling,
             budgets=budgets,
             system_prompt=self.agent.system_prompt,
+            resume_aborted=r.weight_update == "resume",
         )
 
     async def _teardown(self, ctx: AgentContext | None, traj: Trajectory) -> None:

@@ -131,7 +131,8 @@ class Trainer:
             return None
         from agentrl.trainer.nccl_sync import NcclPush, nccl_sender
 
-        return NcclPush(nccl_sender(servers, self.cfg), self.cfg.rollout.weight_update)
+        in_flight = "abort" if self.cfg.rollout.weight_update == "resume" else self.cfg.rollout.weight_update
+        return NcclPush(nccl_sender(servers, self.cfg), in_flight)
 
     def _resume(self) -> TrainerState | None:
         if not self.cfg.trainer.resume:

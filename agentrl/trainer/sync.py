@@ -101,7 +101,8 @@ class WeightSync:
     Args:
         servers: rollout server handles (`agentrl.rollout.handles.RolloutServer`).
         router: optional `Router` whose per-replica policy versions are updated after each push.
-        in_flight: `finish` lets running requests complete on the old weights; `abort` stops them.
+        in_flight: `finish` lets running requests complete on the old weights; `abort` stops them; `resume`
+            stops them too, and the rollout client continues them from their prefix (partial rollouts).
         scratch_dir: where the weights file is written (default: `/dev/shm`, else the temp folder); a folder
             shared with servers on other hosts (`rollout.shared_weights_dir`).
         broadcast: `(state, version) -> None` sending each push to every server at once (NCCL, see
@@ -112,7 +113,7 @@ class WeightSync:
         self,
         servers: list[RolloutServer],
         router: Any = None,
-        in_flight: InFlight = "finish",
+        in_flight: str = "finish",
         timeout: float = 600.0,
         scratch_dir: str | None = None,
         broadcast: Any = None,
@@ -121,7 +122,7 @@ class WeightSync:
         self.broadcast = broadcast
         self.servers = servers
         self.router = router
-        self.in_flight = in_flight
+        self.in_flight: InFlight = "abort" if in_flight == "resume" else in_flight  # the client resumes them
         self.timeout = timeout
         self.version = 0
         self._staged: StagedWeights | None = None
