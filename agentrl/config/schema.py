@@ -121,8 +121,12 @@ class RewardConfig(_Section):
 
 class TrainerConfig(_Section):
     steps: int = Field(10, ge=1, description="training steps")
-    mode: Literal["sync", "async"] = Field("sync", description="on-policy, or rollout overlapping training")
-    max_staleness: int = Field(1, ge=0, description="async: policy versions a sample may lag")
+    mode: Literal["sync", "async", "fully_async"] = Field(
+        "sync",
+        description="on-policy; async: the next batch rolls out while this one trains; fully_async: rollout never "
+        "stops and each step takes the next complete groups, at most max_staleness versions old",
+    )
+    max_staleness: int = Field(1, ge=0, description="async / fully_async: policy versions a sample may lag")
     stale_samples: Literal["correct", "drop"] = Field(
         "correct", description="async: samples older than max_staleness are kept with TIS correction, or dropped"
     )

@@ -15,8 +15,9 @@ import asyncio
 import gzip
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
@@ -27,7 +28,7 @@ from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest
 from agentrl.trainer.collect import BatchCollector, CollectedBatch
 from agentrl.trainer.metrics import failure_metrics, rollout_metrics
 from agentrl.trainer.progress import StepProgress
-from agentrl.trainer.staleness import split_stale, staleness
+from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
 from agentrl.types import Trajectory
 
 ASYNC_TIS_CAP = 2.0
@@ -44,10 +45,14 @@ def prepare_config(cfg: AgentRLConfig) -> AgentRLConfig:
 
     validate_run(cfg)
     t = cfg.trainer
-    if t.mode == "async" and t.stale_samples == "correct" and t.tis_cap is None:
+    if t.mode in ("async", "fully_async") and t.stale_samples == "correct" and t.tis_cap is None:
         cfg = cfg.model_copy(deep=True)
         cfg.trainer.tis_cap = ASYNC_TIS_CAP
     return cfg
+
+
+if TYPE_CHECKING:
+    from agentrl.trainer.continuous import ContinuousCollector
 
 
 class Trainer:
@@ -146,6 +151,25 @@ class Trainer:
         print(f"resumed from {folder} (step {state.step})")
         return state
 
+    def _continuous(self) -> ContinuousCollector:
+        """The collector of `trainer.mode=fully_async`, continuing from the batch collector's data position."""
+        from agentrl.trainer.continuous import ContinuousCollector
+
+        r = self.cfg.rollout
+        collector = ContinuousCollector(
+            self.manager,
+            self.rewards,
+            self.train_samples,
+            self.cfg.data.batch_size,
+            self.cfg.trainer,
+            version=lambda: self.version,
+            max_groups_in_flight=max(1, r.max_concurrency // r.n),
+            seed=self.cfg.seed,
+            rollout_seed=r.seed,
+        )
+        collector.cursor.load_state(self.collector.cursor.state())
+        return collector
+
     async def _loop(self, first: int) -> None:
         t = self.cfg.trainer
         lag = t.max_staleness if t.mode == "async" else 0
@@ -159,17 +183,21 @@ class Trainer:
                     await updated.wait_for(lambda: self.version >= needed)  # noqa: B023 (awaited in this iteration)
                 await queue.put(await self.collector.collect(step))
 
-        producer = asyncio.create_task(produce())
+        continuous = self._continuous() if t.mode == "fully_async" else None
+        producer = asyncio.create_task(continuous.run() if continuous is not None else produce())
         progress = StepProgress(t.steps, first)
         try:
             with progress:
                 for step in range(first, t.steps + 1):
-                    batch = await _next_batch(queue, producer)
+                    get = continuous.next_batch(step) if continuous is not None else queue.get()
+                    batch = await _next_batch(get, producer)
                     self._stop_on_failures(batch)
                     metrics = await asyncio.to_thread(self._train_and_sync, batch)
                     async with updated:
                         self.version = step
                         updated.notify_all()
+                    if continuous is not None:
+                        await continuous.notify()
                     self._log(metrics, step)
                     progress.advance(step, metrics)
                     self._save_trajectories(step, batch.generated)
@@ -222,6 +250,7 @@ class Trainer:
             trainable = fresh
         metrics: dict[str, Any] = {**batch.metrics, **rollout_metrics(batch.generated, batch.timings["rollout_s"])}
         metrics["rollout/staleness_mean"] = _mean([staleness(traj, self.version) for traj in trainable])
+        metrics.update(staleness_metrics(trainable, self.version))
         metrics["rollout/stale_trajectories"] = float(len(stale))
         metrics.update(self.sync.router.failover_metrics())
         started = time.perf_counter()
@@ -268,9 +297,9 @@ class Trainer:
         return path
 
 
-async def _next_batch(queue: asyncio.Queue[CollectedBatch], producer: asyncio.Task[None]) -> CollectedBatch:
-    """The next collected batch, or the producer's exception when rollout failed."""
-    getter = asyncio.ensure_future(queue.get())
+async def _next_batch(get: Awaitable[CollectedBatch], producer: asyncio.Task[None]) -> CollectedBatch:
+    """The next collected batch (`get`), or the producer's exception when rollout failed."""
+    getter = asyncio.ensure_future(get)
     await asyncio.wait({getter, producer}, return_when=asyncio.FIRST_COMPLETED)
     if getter.done():
         return getter.result()

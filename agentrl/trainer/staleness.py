@@ -25,3 +25,24 @@ def split_stale(
     for traj in trajectories:
         (stale if staleness(traj, current_version) > max_staleness else fresh).append(traj)
     return fresh, stale
+
+
+def versions_of(traj: Trajectory) -> int:
+    """How many policy versions wrote the trajectory's generated tokens (more than 1: a partial rollout)."""
+    return len({s.policy_version for s in traj.segments if s.trainable and s.policy_version is not None})
+
+
+def staleness_metrics(trajectories: list[Trajectory], current_version: int) -> dict[str, float]:
+    """`rollout/staleness_mean|max`, the share of each staleness `rollout/staleness/<k>`, and
+    `rollout/versions_per_trajectory` (mean versions that wrote a trajectory)."""
+    if not trajectories:
+        return {}
+    lags = [staleness(t, current_version) for t in trajectories]
+    out = {
+        "rollout/staleness_mean": sum(lags) / len(lags),
+        "rollout/staleness_max": float(max(lags)),
+        "rollout/versions_per_trajectory": sum(versions_of(t) for t in trajectories) / len(trajectories),
+    }
+    for lag in sorted(set(lags)):
+        out[f"rollout/staleness/{lag}"] = lags.count(lag) / len(lags)
+    return out

@@ -125,3 +125,29 @@ def test_masked_sequence_importance_sampling_runs_in_training(hf_server_url, tmp
     assert step["train/tis_maskfrac"] == 0.0
     assert step["train/tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)
     assert step["train/tis_weight_max"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_fully_async_training_with_partial_rollouts(hf_server_url, tmp_path):
+    metrics = train(
+        hf_server_url,
+        tmp_path,
+        "trainer.mode=fully_async",
+        "trainer.max_staleness=1",
+        "rollout.weight_update=resume",
+        "trainer.steps=3",
+        "rollout.n=4",
+        "rollout.max_tokens=48",
+    )
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    print({k: [m.get(k) for m in metrics] for k in ("rollout/staleness_max", "rollout/versions_per_trajectory")})
+    assert all(m["rollout/trajectories"] == 8.0 for m in metrics)
+    # the staleness bound: no trained trajectory started more than max_staleness versions before its step
+    assert all(m["rollout/staleness_max"] <= 1.0 for m in metrics)
+    assert all(m["rollout/stale_trajectories"] == 0.0 for m in metrics)
+    # rollout ran ahead: later steps trained groups that started before the previous push
+    assert any(m["rollout/staleness_max"] >= 1.0 for m in metrics[1:])
+    trajectories = []
+    for step in (1, 2, 3):
+        with gzip.open(tmp_path / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
+            trajectories += [Trajectory.from_json(line) for line in f]
+    assert not [t for t in trajectories if t.failed]
