@@ -186,6 +186,7 @@ class Trainer:
         continuous = self._continuous() if t.mode == "fully_async" else None
         producer = asyncio.create_task(continuous.run() if continuous is not None else produce())
         progress = StepProgress(t.steps, first)
+        loop_started = time.perf_counter()
         try:
             with progress:
                 for step in range(first, t.steps + 1):
@@ -193,6 +194,7 @@ class Trainer:
                     batch = await _next_batch(get, producer)
                     self._stop_on_failures(batch)
                     metrics = await asyncio.to_thread(self._train_and_sync, batch)
+                    metrics["perf/wall_s"] = time.perf_counter() - loop_started  # evaluations included
                     async with updated:
                         self.version = step
                         updated.notify_all()
@@ -272,7 +274,7 @@ class Trainer:
         trajectories = await self.manager.with_rollout(greedy).run(self.eval_samples)
         positions = [t.metadata["sample_position"] for t in trajectories]
         await self.rewards.ascore_batch(trajectories, [self.eval_samples[p] for p in positions])
-        metrics = eval_metrics(trajectories)
+        metrics = {**eval_metrics(trajectories), "perf/eval_s": time.perf_counter() - started}
         self._log(metrics, step)
         print(
             f"step {step}: held-out reward {metrics['eval/reward_mean']:.3f}, "

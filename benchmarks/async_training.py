@@ -1,0 +1,123 @@
+"""Training throughput of `sync`, `async` and `fully_async` on a task with a long-tailed tool, side by side.
+
+Run from the repository root (about 10 minutes on 2 cores):
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/async_training.py [--steps 6] [--median-s 1.5]
+
+What is measured
+----------------
+The real model, the real `hf` server and the real training loop, on the quickstart task (repeat a word) played
+by `SlowToolLoop`: the model answers, then a "tool" runs whose latency is a seeded lognormal (median
+`--median-s`, log-sd 0.5) times 10 for 5 % of the calls, the same for a given (prompt, sample) in every mode, as
+a sandboxed tool or a test run would be. Each mode trains `--steps` steps of `data.batch_size` x `rollout.n`
+trajectories from the same data order and seeds:
+
+* **sync**: roll out a batch, train, push;
+* **async** (`max_staleness` 1): the next batch rolls out while this one trains;
+* **fully_async** (`max_staleness` 2, `rollout.weight_update=resume`): rollout never stops; each step takes the
+  next complete groups.
+
+Figures: trained trajectories per minute of each mode (wall clock from the first rollout to the last push), the
+held-out reward after the last step, and each async mode's throughput over sync's. The last line printed is one
+JSON object. Target: `fully_async_over_sync` >= 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `agentrl` and `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentrl.loops.base import AgentLoopBase
+
+MEDIAN_S = 1.5
+OUTLIER_P, OUTLIER_FACTOR, SIGMA = 0.05, 10.0, 0.5
+
+
+def tool_latency(sample_id: str, sample_index: int, median_s: float) -> float:
+    """The seeded latency of the tool call of one trajectory (the same in every mode)."""
+    rng = random.Random(f"{sample_id}/{sample_index}")
+    latency = rng.lognormvariate(math.log(median_s), SIGMA)
+    return latency * OUTLIER_FACTOR if rng.random() < OUTLIER_P else latency
+
+
+class SlowToolLoop(AgentLoopBase):
+    """One answer, then a tool call of long-tailed latency (its result is not shown to the model)."""
+
+    median_s = MEDIAN_S
+
+    async def run(self, sample: Any, ctx: Any) -> Any:
+        ctx.start(sample.prompt)
+        await ctx.generate()
+        await asyncio.sleep(tool_latency(sample.id or "", ctx.trajectory.sample_index, self.median_s))
+        ctx.finish()
+        return ctx.trajectory
+
+
+def run_mode(mode: str, steps: int, url: str, out: Path) -> dict[str, float]:
+    """Train `steps` steps in `mode` against the server at `url`; trained trajectories per minute and the final
+    held-out reward."""
+    from agentrl.cli import main
+
+    extra = {
+        "sync": [],
+        "async": ["trainer.mode=async", "trainer.max_staleness=1"],
+        "fully_async": ["trainer.mode=fully_async", "trainer.max_staleness=2", "rollout.weight_update=resume"],
+    }[mode]
+    args = [
+        "train",
+        "recipe=quickstart",
+        "agent.name=benchmarks.async_training:SlowToolLoop",
+        f"rollout.urls=[{url}]",
+        "rollout.seed=5",
+        f"trainer.steps={steps}",
+        f"trainer.eval_every={steps}",
+        f"output_dir={out}",
+        *extra,
+    ]
+    if main(args) != 0:
+        raise RuntimeError(f"the {mode} run failed")
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "perf/wall_s" in m]
+    trained = sum(m["rollout/trajectories"] for m in steps)
+    wall = steps[-1]["perf/wall_s"]  # from the first rollout to the last push (the last evaluation comes after)
+    held_out = [m["eval/reward_mean"] for m in metrics if "eval/reward_mean" in m][-1]
+    return {"trajectories_per_min": 60 * trained / wall, "held_out_reward": held_out, "wall_s": wall}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--median-s", type=float, default=MEDIAN_S)
+    args = parser.parse_args(argv)
+    SlowToolLoop.median_s = args.median_s
+
+    from agentrl.models import resolve_model
+    from benchmarks.servers import hf_server
+
+    result: dict[str, Any] = {"steps": args.steps, "tool_median_s": args.median_s}
+    with hf_server(resolve_model("default")) as server, tempfile.TemporaryDirectory() as tmp:
+        for mode in ("sync", "async", "fully_async"):
+            figures = run_mode(mode, args.steps, server.url, Path(tmp) / mode)
+            print(f"{mode}: {figures}", flush=True)
+            result[f"{mode}_trajectories_per_min"] = round(figures["trajectories_per_min"], 2)
+            result[f"{mode}_held_out_reward"] = round(figures["held_out_reward"], 3)
+    for mode in ("async", "fully_async"):
+        result[f"{mode}_over_sync"] = round(
+            result[f"{mode}_trajectories_per_min"] / result["sync_trajectories_per_min"], 2
+        )
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
