@@ -2,7 +2,7 @@
 
 Run from the repository root (about 10 minutes on 2 cores):
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/async_training.py [--steps 6] [--median-s 1.5]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/async_training.py [--steps 8] [--median-s 3]
 
 What is measured
 ----------------
@@ -39,7 +39,7 @@ if __package__ in (None, ""):  # run as a script: make `agentrl` and `benchmarks
 
 from agentrl.loops.base import AgentLoopBase
 
-MEDIAN_S = 1.5
+MEDIAN_S = 3.0
 OUTLIER_P, OUTLIER_FACTOR, SIGMA = 0.05, 10.0, 0.5
 
 
@@ -96,7 +96,7 @@ def run_mode(mode: str, steps: int, url: str, out: Path) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--median-s", type=float, default=MEDIAN_S)
     args = parser.parse_args(argv)
     SlowToolLoop.median_s = args.median_s

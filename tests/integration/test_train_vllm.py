@@ -51,3 +51,23 @@ def test_two_step_training_run_against_vllm(tmp_path, capsys):
     with gzip.open(tmp_path / "trajectories" / "step_0002.jsonl.gz", "rt") as f:
         trajectories = [Trajectory.from_json(line) for line in f]
     assert {seg.policy_version for t in trajectories for seg in t.segments if seg.trainable} == {1}
+
+
+def test_fully_async_training_against_vllm_with_partial_rollouts(tmp_path, capsys):
+    args = [
+        "train",
+        "recipe=quickstart",
+        "rollout.backend=vllm",
+        "trainer.mode=fully_async",
+        "rollout.weight_update=resume",
+        "trainer.steps=3",
+        "data.batch_size=2",
+        "rollout.n=4",
+        "rollout.max_tokens=24",
+        "data.eval_files=[]",
+        f"output_dir={tmp_path}",
+    ]
+    assert main(args) == 0, capsys.readouterr().err[-3000:]
+    steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert all(s["rollout/failed"] == 0.0 and s["rollout/staleness_max"] <= 1.0 for s in steps)

@@ -206,3 +206,41 @@ def test_after_the_same_push_vllm_and_the_hf_server_decode_alike(
     model.load_state_dict(pushed)
     assert_same_greedy(vllm_tokens, hf_tokens, model, prompt_ids)
     server.update_weights(model_path, version=6)  # back to the model folder's weights for the other tests
+
+
+async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, model_path: str):
+    """Partial rollouts on vLLM: the push aborts the running generation (`/pause?mode=abort`), which continues
+    from its exact prefix on the new weights; the turn's segments carry both versions."""
+    import asyncio
+
+    from safetensors.torch import load_file
+
+    from agentrl.config import AgentConfig, RolloutConfig
+    from agentrl.loops.manager import RolloutManager
+    from agentrl.models import load_tokenizer
+    from agentrl.rollout import LLMClient
+    from agentrl.trainer.sync import WeightSync
+    from agentrl.types import Sample
+
+    tokenizer = load_tokenizer(model_path)
+    state = load_file(f"{model_path}/model.safetensors")  # the same weights, as a new version
+    rollout = RolloutConfig(n=1, weight_update="resume", max_tokens=160, temperature=0.0, max_model_len=256)
+    sample = Sample(id="count", prompt=[{"role": "user", "content": "Count from 1 to 100, separated by commas."}])
+    async with LLMClient([server.base_url]) as llm:
+        start = server.served_version()
+        llm.router.set_policy_version(server.base_url, start)
+        sync = WeightSync([server], router=llm.router, in_flight="resume")
+        manager = RolloutManager(llm, tokenizer, AgentConfig(max_total_tokens=256), rollout)
+        rolling = asyncio.ensure_future(manager.run([sample]))
+        await asyncio.sleep(3.0)  # some tokens in (vLLM on 2 cores: ~10 tokens/s)
+        await asyncio.to_thread(sync.push, state, start + 1)
+        (traj,) = await rolling
+        sync.close()
+    generated = [s for s in traj.segments if s.trainable]
+    print([(s.policy_version, len(s.token_ids)) for s in generated], traj.stop_reason)
+    assert [s.policy_version for s in generated] == [start, start + 1]
+    assert all(s.token_ids for s in generated)
+    assert traj.metrics["rollout/resumed_generations"] == 1.0
+    from agentrl.loops.drift import check_drift
+
+    assert check_drift(tokenizer, traj).kind != "template"
