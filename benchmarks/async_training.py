@@ -43,9 +43,9 @@ MEDIAN_S = 3.0
 OUTLIER_P, OUTLIER_FACTOR, SIGMA = 0.05, 10.0, 0.5
 
 
-def tool_latency(sample_id: str, sample_index: int, median_s: float) -> float:
+def tool_latency(task: str, sample_index: int, median_s: float) -> float:
     """The seeded latency of the tool call of one trajectory (the same in every mode)."""
-    rng = random.Random(f"{sample_id}/{sample_index}")
+    rng = random.Random(f"{task}/{sample_index}")
     latency = rng.lognormvariate(math.log(median_s), SIGMA)
     return latency * OUTLIER_FACTOR if rng.random() < OUTLIER_P else latency
 
@@ -58,7 +58,8 @@ class SlowToolLoop(AgentLoopBase):
     async def run(self, sample: Any, ctx: Any) -> Any:
         ctx.start(sample.prompt)
         await ctx.generate()
-        await asyncio.sleep(tool_latency(sample.id or "", ctx.trajectory.sample_index, self.median_s))
+        key = sample.id or str(sample.prompt)  # quickstart rows have no id: the prompt names the task
+        await asyncio.sleep(tool_latency(key, ctx.trajectory.sample_index, self.median_s))
         ctx.finish()
         return ctx.trajectory
 
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--median-s", type=float, default=MEDIAN_S)
     args = parser.parse_args(argv)
-    SlowToolLoop.median_s = args.median_s
+    from benchmarks import async_training  # the module the training run imports the loop from (not __main__)
+
+    async_training.SlowToolLoop.median_s = args.median_s
 
     from agentrl.models import resolve_model
     from benchmarks.servers import hf_server
