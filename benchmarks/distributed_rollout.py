@@ -101,9 +101,7 @@ class BenchWorker:
 
     async def run(self, job: Any) -> Any:
         started = time.perf_counter()
-        traj = await self.manager.run_one(
-            job.sample, group_id=job.group_id, sample_index=job.sample_index, position=job.position, seed=job.seed
-        )
+        traj = await self.manager.run_job(job)
         self.busy_s += time.perf_counter() - started
         traj.metadata["worker"] = self.name
         return traj

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import time
 import uuid
@@ -27,8 +26,8 @@ from tqdm.auto import tqdm
 
 from agentrl.config.schema import AgentRLConfig, RolloutConfig
 from agentrl.errors import InfrastructureError
-from agentrl.loops.manager import trajectory_seed
-from agentrl.loops.worker import Job, RolloutWorker
+from agentrl.loops.jobs import Job, JobRunner
+from agentrl.loops.worker import RolloutWorker
 from agentrl.rollout.router import Router
 from agentrl.types import Sample, StopReason, Trajectory
 
@@ -50,7 +49,7 @@ class WorkerSlot:
     jobs: int = 0
 
 
-class DistributedRolloutManager:
+class DistributedRolloutManager(JobRunner):
     """Spreads trajectory jobs over rollout worker actors through one queue (see the module docstring).
 
     Args:
@@ -81,30 +80,15 @@ class DistributedRolloutManager:
         self._reported_retries = 0
         self._busy: dict[str, float] = {}
 
-    def with_rollout(self, rollout: RolloutConfig) -> DistributedRolloutManager:
-        """A manager on the same workers with other sampling settings (e.g. greedy eval)."""
-        sibling = copy.copy(self)
-        sibling.rollout = rollout
-        return sibling
-
-    async def run(self, samples: list[Sample], n: int | None = None, seed: int | None = None) -> list[Trajectory]:
-        """All trajectories, ordered by (sample, sample_index)."""
-        out = [t async for t in self.stream(samples, n, seed)]
-        return sorted(out, key=lambda t: (t.metadata["sample_position"], t.sample_index))
-
     async def stream(
         self, samples: list[Sample], n: int | None = None, seed: int | None = None
     ) -> AsyncIterator[Trajectory]:
-        """Yield trajectories in completion order; closing the iterator cancels the unfinished ones."""
-        seed = seed if seed is not None else self.rollout.seed
-        n = n or self.rollout.n
-        batch = uuid.uuid4().hex[:8]
+        """Yield trajectories in completion order; closing the iterator cancels the unfinished ones. Seeds as in
+        `RolloutManager.stream`."""
         versions = {url: v for url in self.router.replicas if (v := self.router.policy_version(url)) is not None}
         jobs: asyncio.Queue[Job] = asyncio.Queue()
-        for pos, sample in enumerate(samples):
-            for k in range(n):
-                traj_seed = None if seed is None else trajectory_seed(seed, pos, k)
-                jobs.put_nowait(Job(sample, f"{batch}-{pos}", k, pos, traj_seed, self.rollout, versions))
+        for job in self.plan(samples, n, seed, versions):
+            jobs.put_nowait(job)
         total = jobs.qsize()
         done: asyncio.Queue[Trajectory] = asyncio.Queue()
         slots = [  # slot k of every worker before slot k + 1: the first jobs spread over the workers

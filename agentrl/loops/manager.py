@@ -1,18 +1,15 @@
 """RolloutManager: runs many agent loops concurrently and streams their trajectories as they finish.
 
-All trajectories of a call share one queue and one concurrency cap (no static per-worker chunks), so a slow
-trajectory never holds back a batch of fast ones. A failing loop becomes a trajectory with its error and stop
-reason (classified by the exception's type: `sandbox_error`, `server_error`, else `error`); it never cancels its
-siblings.
+All trajectories of a call (planned by `agentrl.loops.jobs`) share one queue and one concurrency cap (no static
+per-worker chunks), so a slow trajectory never holds back a batch of fast ones. A failing loop becomes a trajectory
+with its error and stop reason (classified by the exception's type: `sandbox_error`, `server_error`, else
+`error`); it never cancels its siblings.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import hashlib
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -21,6 +18,7 @@ from tqdm.auto import tqdm
 from agentrl.config.schema import AgentConfig, AgentRLConfig, RolloutConfig
 from agentrl.loops.base import AgentLoopBase, get_loop_class
 from agentrl.loops.context import AgentContext, Budgets, StopLoop
+from agentrl.loops.jobs import Job, JobRunner, trajectory_seed  # noqa: F401 (trajectory_seed: this module's API)
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.rollout.errors import RolloutError
 from agentrl.rollout.protocol import SamplingParams
@@ -30,7 +28,7 @@ from agentrl.types import Sample, StopReason, Trajectory
 ContextHook = Callable[[AgentContext], Any]
 
 
-class RolloutManager:
+class RolloutManager(JobRunner):
     """Runs `n` trajectories per sample through their agent loops.
 
     Args:
@@ -66,17 +64,6 @@ class RolloutManager:
         self.run_config = run_config
         self._loops: dict[str, AgentLoopBase] = {}
 
-    def with_rollout(self, rollout: RolloutConfig) -> RolloutManager:
-        """A manager sharing this one's client, hooks and loops, with other sampling settings (e.g. greedy eval)."""
-        sibling = copy.copy(self)
-        sibling.rollout = rollout
-        return sibling
-
-    async def run(self, samples: list[Sample], n: int | None = None, seed: int | None = None) -> list[Trajectory]:
-        """All trajectories, ordered by (sample, sample_index); `seed` as in `stream`."""
-        out = [t async for t in self.stream(samples, n, seed)]
-        return sorted(out, key=lambda t: (t.metadata["sample_position"], t.sample_index))
-
     async def stream(
         self, samples: list[Sample], n: int | None = None, seed: int | None = None
     ) -> AsyncIterator[Trajectory]:
@@ -86,19 +73,13 @@ class RolloutManager:
         (sample position, sample index), and each turn from that: the same call gives the same trajectories on
         a server that honours seeds.
         """
-        seed = seed if seed is not None else self.rollout.seed
-        n = n or self.rollout.n
-        batch = uuid.uuid4().hex[:8]
-        jobs: asyncio.Queue[tuple[int, Sample, int]] = asyncio.Queue()
-        for pos, sample in enumerate(samples):
-            for k in range(n):
-                jobs.put_nowait((pos, sample, k))
+        jobs: asyncio.Queue[Job] = asyncio.Queue()
+        for job in self.plan(samples, n, seed):
+            jobs.put_nowait(job)
         done: asyncio.Queue[Trajectory] = asyncio.Queue()
         total = jobs.qsize()
-        workers = [
-            asyncio.create_task(self._worker(jobs, done, batch, seed))
-            for _ in range(min(self.rollout.max_concurrency, total))
-        ]
+        slots = min(self.rollout.max_concurrency, total)
+        workers = [asyncio.create_task(self._worker(jobs, done)) for _ in range(slots)]
         bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit="traj")
         try:
             for _ in range(total):
@@ -111,12 +92,15 @@ class RolloutManager:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
-    async def _worker(self, jobs: asyncio.Queue, done: asyncio.Queue, batch: str, seed: int | None) -> None:
+    async def _worker(self, jobs: asyncio.Queue[Job], done: asyncio.Queue[Trajectory]) -> None:
         while not jobs.empty():
-            pos, sample, k = jobs.get_nowait()
-            traj_seed = None if seed is None else trajectory_seed(seed, pos, k)
-            traj = await self.run_one(sample, group_id=f"{batch}-{pos}", sample_index=k, position=pos, seed=traj_seed)
-            await done.put(traj)
+            await done.put(await self.run_job(jobs.get_nowait()))
+
+    async def run_job(self, job: Job) -> Trajectory:
+        """Run one planned job (with this manager's sampling settings)."""
+        return await self.run_one(
+            job.sample, group_id=job.group_id, sample_index=job.sample_index, position=job.position, seed=job.seed
+        )
 
     async def run_one(
         self, sample: Sample, group_id: str = "", sample_index: int = 0, position: int = 0, seed: int | None = None
@@ -190,12 +174,6 @@ class RolloutManager:
             await _maybe_await(self.teardown_context(ctx))
         except Exception as exc:
             traj.metadata["teardown_error"] = f"{type(exc).__name__}: {exc}"
-
-
-def trajectory_seed(seed: int, position: int, sample_index: int) -> int:
-    """A 31-bit seed for one trajectory, spread far apart so that per-turn increments never collide."""
-    digest = hashlib.blake2b(f"{seed}/{position}/{sample_index}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") & 0x7FFF_F000
 
 
 def _fail(traj: Trajectory, reason: StopReason, message: str) -> None:

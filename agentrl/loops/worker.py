@@ -11,26 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.config.schema import AgentRLConfig, RolloutConfig
-from agentrl.types import Sample, Trajectory
-
-
-@dataclass
-class Job:
-    """One trajectory to run: what `RolloutManager.run_one` takes, plus the sampling settings and the policy
-    versions the replicas serve (the driver's router knows them; the worker's own client does not)."""
-
-    sample: Sample
-    group_id: str
-    sample_index: int
-    position: int
-    seed: int | None
-    rollout: RolloutConfig
-    versions: dict[str, int] = field(default_factory=dict)
-    attempt: int = 0
+from agentrl.config.schema import AgentRLConfig
+from agentrl.loops.jobs import Job
+from agentrl.types import Trajectory
 
 
 class RolloutWorker:
@@ -84,10 +69,7 @@ class RolloutWorker:
         for url, version in job.versions.items():
             self._client.router.set_policy_version(url, version)
         started = time.perf_counter()
-        manager = self._manager.with_rollout(job.rollout)
-        traj = await manager.run_one(
-            job.sample, group_id=job.group_id, sample_index=job.sample_index, position=job.position, seed=job.seed
-        )
+        traj = await self._manager.with_rollout(job.rollout).run_job(job)
         self.busy_s += time.perf_counter() - started
         traj.metadata.update({"worker": self.worker_id, "worker_node": self.node, "attempt": job.attempt})
         return traj
