@@ -10,7 +10,6 @@ server's own route (`RayServer.weights_via == "object_store"`, see `agentrl.trai
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,8 +44,9 @@ class ServerActor:
 
     def update_weights(self, blob: bytes, version: int, in_flight: InFlight, timeout: float) -> int:
         """Write the safetensors `blob` to this node's shared memory and load it; returns the version served."""
-        scratch = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        with tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=scratch) as tmp:
+        from agentrl.rollout.servers.process import shm_dir
+
+        with tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=shm_dir()) as tmp:
             path = Path(tmp) / "model.safetensors"
             path.write_bytes(blob)
             self.server.update_weights(str(path), version, in_flight=in_flight, timeout=timeout)

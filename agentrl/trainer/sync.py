@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import tempfile
 import threading
 import time
@@ -25,16 +24,13 @@ from safetensors.torch import save_file
 from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight, RolloutServer
 from agentrl.rollout.router import normalize_url
+from agentrl.rollout.servers.process import shm_dir
 
 logger = logging.getLogger(__name__)
 
 
 class WeightSyncError(InfrastructureError):
     """A rollout server refused or failed a weight update."""
-
-
-def _scratch_dir() -> str | None:
-    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 
 
 def _dedup(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -67,9 +63,7 @@ class StagedWeights:
     def __init__(
         self, state: Mapping[str, torch.Tensor], *, file: bool, object_store: bool, folder: str | None = None
     ) -> None:
-        self._dir = (
-            tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=folder or _scratch_dir()) if file else None
-        )
+        self._dir = tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=folder or shm_dir()) if file else None
         self.path = write_safetensors(state, Path(self._dir.name)) if self._dir is not None else None
         self.ref = None
         if object_store:
@@ -118,7 +112,7 @@ class WeightSync:
         scratch_dir: str | None = None,
         broadcast: Any = None,
     ):
-        self.scratch_dir = scratch_dir or _scratch_dir()
+        self.scratch_dir = scratch_dir or shm_dir()
         self.broadcast = broadcast
         self.servers = servers
         self.router = router

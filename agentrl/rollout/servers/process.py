@@ -35,6 +35,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def shm_dir() -> str | None:
+    """`/dev/shm` when it is writable (weights handed over in RAM), else None (the system's temp folder)."""
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+
+
 def is_healthy(base_url: str, health_path: str = "/health", timeout: float = 2.0) -> bool:
     """Whether `GET {base_url}{health_path}` answers 200 now."""
     try:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import httpx
 
 from agentrl.errors import UserError
-from agentrl.rollout.servers.process import ManagedServer, ServerProcess, apply_overrides, free_port
+from agentrl.rollout.servers.process import ManagedServer, ServerProcess, apply_overrides, free_port, shm_dir
 
 if TYPE_CHECKING:
     import torch
@@ -197,8 +197,7 @@ class VLLMServer(ManagedServer):
             httpx.HTTPStatusError: The server refused a step.
         """
         expected = self._expected_tensors()
-        scratch = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # RAM-backed when there is one
-        with tempfile.TemporaryDirectory(prefix="agentrl-vllm-weights-", dir=scratch) as tmp:
+        with tempfile.TemporaryDirectory(prefix="agentrl-vllm-weights-", dir=shm_dir()) as tmp:
             folder = as_weights_folder(weights, Path(tmp))
             if expected is not None:
                 got = folder_tensors(folder)
