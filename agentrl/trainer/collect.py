@@ -96,32 +96,41 @@ class BatchCollector:
         trajectories = await self.manager.run(batch, seed=seed)
         timings["rollout_s"] += time.perf_counter() - started
         started = time.perf_counter()
-        scored = [t for t in trajectories if not t.failed]  # a failed trajectory is no answer to grade
-        await self.rewards.ascore_batch(scored, [batch[t.metadata["sample_position"]] for t in scored])
-        self._shape(scored)
+        await score_rollout(self.rewards, self.trainer, trajectories, batch)
         timings["reward_s"] += time.perf_counter() - started
         for traj in trajectories:
             traj.metadata["step"] = step
-            if traj.failed:
-                traj.reward = 0.0 if self.trainer.failed_trajectories == "zero_reward" else None
         return trajectories
 
     def _trainable(self, trajectories: list[Trajectory]) -> list[Trajectory]:
-        """All of them under `failed_trajectories=zero_reward`; else those no infrastructure failure ended (a
-        group that lost members is normalised over the rest)."""
-        if self.trainer.failed_trajectories == "zero_reward":
-            return trajectories
-        return [t for t in trajectories if not t.failed]
-
-    def _shape(self, trajectories: list[Trajectory]) -> None:
-        max_tokens = self.trainer.overlong_max_tokens
-        if max_tokens is None:
-            return
-        for traj in trajectories:
-            penalty = overlong_penalty(traj.num_generated_tokens, max_tokens, self.trainer.overlong_cache_tokens)
-            traj.reward = (traj.reward or 0.0) + penalty
-            traj.reward_components["overlong"] = penalty
+        return trainable(self.trainer, trajectories)
 
     def state(self) -> dict[str, Any]:
         """The data position (for checkpoints)."""
         return self.cursor.state()
+
+
+async def score_rollout(
+    rewards: RewardPipeline, trainer: TrainerConfig, trajectories: list[Trajectory], samples: list[Sample]
+) -> None:
+    """Grade the trajectories of a rollout of `samples` (`metadata["sample_position"]` indexes them), shape the
+    rewards (DAPO's overlong penalty), and give a failed trajectory no reward (or 0 under
+    `failed_trajectories=zero_reward`): a failed trajectory is no answer to grade."""
+    scored = [t for t in trajectories if not t.failed]
+    await rewards.ascore_batch(scored, [samples[t.metadata["sample_position"]] for t in scored])
+    max_tokens = trainer.overlong_max_tokens
+    for traj in scored if max_tokens is not None else []:
+        penalty = overlong_penalty(traj.num_generated_tokens, max_tokens, trainer.overlong_cache_tokens)
+        traj.reward = (traj.reward or 0.0) + penalty
+        traj.reward_components["overlong"] = penalty
+    for traj in trajectories:
+        if traj.failed:
+            traj.reward = 0.0 if trainer.failed_trajectories == "zero_reward" else None
+
+
+def trainable(trainer: TrainerConfig, trajectories: list[Trajectory]) -> list[Trajectory]:
+    """All of them under `failed_trajectories=zero_reward`; else those no infrastructure failure ended (a group
+    that lost members is normalised over the rest)."""
+    if trainer.failed_trajectories == "zero_reward":
+        return trajectories
+    return [t for t in trajectories if not t.failed]

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentrl.config.schema import TrainerConfig
 from agentrl.rewards.pipeline import RewardPipeline
-from agentrl.trainer.collect import CollectedBatch
+from agentrl.trainer.collect import CollectedBatch, score_rollout, trainable
 from agentrl.trainer.cursor import DataCursor
 from agentrl.types import Sample, Trajectory
 
@@ -96,9 +96,7 @@ class ContinuousCollector:
         generated = [traj for group in groups for traj in group]
         for traj in generated:
             traj.metadata["step"] = step
-        train_on = generated
-        if self.trainer.failed_trajectories == "exclude":
-            train_on = [t for t in generated if not t.failed]
+        train_on = trainable(self.trainer, generated)
         waited = time.perf_counter() - started
         metrics = {"rollout/groups_started": float(self.started), "rollout/groups_ready": float(self._ready.qsize())}
         timings = {"rollout_s": waited, "reward_s": 0.0}
@@ -107,11 +105,7 @@ class ContinuousCollector:
     async def _group(self, sample: Sample, seed: int | None) -> None:
         try:
             trajectories = await self.manager.run([sample], seed=seed)
-            scored = [t for t in trajectories if not t.failed]
-            await self.rewards.ascore_batch(scored, [sample] * len(scored))
-            for traj in trajectories:
-                if traj.failed:
-                    traj.reward = 0.0 if self.trainer.failed_trajectories == "zero_reward" else None
+            await score_rollout(self.rewards, self.trainer, trajectories, [sample])
             await self._ready.put(trajectories)
         finally:
             self._slots.release()
