@@ -53,7 +53,7 @@ def server(model_path: str) -> Any:
     except VLLMNotInstalledError as e:
         _unavailable(str(e))
     start = time.monotonic()
-    srv = VLLMServer.launch(model_path, max_model_len=256, dtype="float32")
+    srv = VLLMServer.launch(model_path, max_model_len=512, dtype="float32")
     print(f"\nvLLM server started in {time.monotonic() - start:.1f} s at {srv.base_url}")
     yield srv
     srv.stop()
@@ -208,9 +208,38 @@ def test_after_the_same_push_vllm_and_the_hf_server_decode_alike(
     server.update_weights(model_path, version=6)  # back to the model folder's weights for the other tests
 
 
-async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, model_path: str):
+def generated_tokens_so_far(base_url: str) -> float:
+    """vLLM's running count of generated tokens (`vllm:generation_tokens_total` on `/metrics`)."""
+    text = httpx.get(f"{base_url}/metrics", timeout=10).text
+    counts = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:generation_tokens_total")]
+    assert counts, "vLLM's /metrics has no vllm:generation_tokens_total"
+    return sum(counts)
+
+
+def decode_rate(base_url: str, prompt_ids: list[int], n_tokens: int = 32) -> float:
+    """Tokens per second this server decodes one greedy request at, on this machine."""
+    start = time.monotonic()
+    tokens, _ = complete(base_url, prompt_ids, max_tokens=n_tokens)
+    return len(tokens) / (time.monotonic() - start)
+
+
+async def wait_for_tokens(base_url: str, since: float, at_least: int) -> None:
+    """Until the server has generated `at_least` tokens more than `since` (the running request is mid-turn)."""
+    import asyncio
+
+    for _ in range(1200):
+        if generated_tokens_so_far(base_url) - since >= at_least:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"vLLM generated fewer than {at_least} tokens in 60 s")
+
+
+async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, model_path: str, prompt_ids: list[int]):
     """Partial rollouts on vLLM: the push aborts the running generation (`/pause?mode=abort`), which continues
-    from its exact prefix on the new weights; the turn's segments carry both versions."""
+    from its exact prefix on the new weights; the turn's segments carry both versions.
+
+    The push starts once the turn has a few tokens, and the turn is long enough (about 4 s at this machine's
+    decode rate) that staging the weights cannot outlast it, on a slow or a fast machine alike."""
     import asyncio
 
     from safetensors.torch import load_file
@@ -224,15 +253,17 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
 
     tokenizer = load_tokenizer(model_path)
     state = load_file(f"{model_path}/model.safetensors")  # the same weights, as a new version
-    rollout = RolloutConfig(n=1, weight_update="resume", max_tokens=160, temperature=0.0, max_model_len=256)
+    max_tokens = int(min(400, max(120, 4 * decode_rate(server.base_url, prompt_ids))))
+    rollout = RolloutConfig(n=1, weight_update="resume", max_tokens=max_tokens, temperature=0.0, max_model_len=512)
     sample = Sample(id="count", prompt=[{"role": "user", "content": "Count from 1 to 100, separated by commas."}])
     async with LLMClient([server.base_url]) as llm:
         start = server.served_version()
         llm.router.set_policy_version(server.base_url, start)
         sync = WeightSync([server], router=llm.router, in_flight="resume")
-        manager = RolloutManager(llm, tokenizer, AgentConfig(max_total_tokens=256), rollout)
+        manager = RolloutManager(llm, tokenizer, AgentConfig(max_total_tokens=512), rollout)
+        before = generated_tokens_so_far(server.base_url)
         rolling = asyncio.ensure_future(manager.run([sample]))
-        await asyncio.sleep(3.0)  # some tokens in (vLLM on 2 cores: ~10 tokens/s)
+        await wait_for_tokens(server.base_url, before, at_least=5)
         await asyncio.to_thread(sync.push, state, start + 1)
         (traj,) = await rolling
         sync.close()
