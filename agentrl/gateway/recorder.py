@@ -1,0 +1,166 @@
+"""What one gateway session generated, as token-exact step samples.
+
+Each chat call either extends the conversation recorded so far (its messages start with the previous call's
+messages and the reply the gateway gave) or rewrites it (compaction, truncation, an edited message). An extension
+reuses the recorded tokens verbatim and appends only the chat template's suffix for the new messages, so a whole
+agent run stays one trajectory whose only trainable tokens are the generated ones. A rewrite starts a new *step
+sample*: a trajectory of its own, rendered from the request's messages (earlier replies in it rendered from the
+text the model generated, when the gateway recognises them), token-exact and trainable on its own generation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.gateway.messages import MessageKey, assistant_message, message_key, to_message
+from agentrl.loops.builder import TrajectoryBuilder
+from agentrl.loops.protocols import Generation, Tokenizer
+from agentrl.tools.parsers import ToolCallParser
+from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot
+from agentrl.types import Message, Trajectory
+
+
+@dataclass
+class CallRecord:
+    """One chat call through the gateway.
+
+    Attributes:
+        messages: the request's messages, as the agent sent them.
+        prompt_ids: the prompt the policy saw.
+        output_ids: the generated tokens, as the server returned them.
+        logprobs: their logprobs.
+        policy_version: the weights that generated them.
+        finish_reason: `stop`, `length`, `tool_calls` or `abort`.
+        step: the step sample it belongs to.
+        prefix_matched: the request extended the recorded conversation (its earlier tokens were reused).
+    """
+
+    messages: list[dict[str, Any]]
+    prompt_ids: list[int]
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    policy_version: int | None = None
+    finish_reason: str | None = None
+    step: int = 0
+    prefix_matched: bool = False
+
+
+@dataclass
+class Reply:
+    """What the agent gets back from one call."""
+
+    message: dict[str, Any]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class SessionRecorder:
+    """Turns a session's chat calls into step samples (`steps`), one per unbroken conversation.
+
+    Args:
+        tokenizer: the policy's tokenizer (its chat template renders the prompts).
+        parser: reads tool calls out of replies (the run's `agent.tool_parser`).
+        trajectory_id: id of the first step sample (later ones get `<id>-step<k>`).
+    """
+
+    def __init__(self, tokenizer: Tokenizer, parser: ToolCallParser, trajectory_id: str = "") -> None:
+        self.tokenizer, self.parser = tokenizer, parser
+        self.trajectory_id = trajectory_id
+        self.steps: list[Trajectory] = []
+        self.calls: list[CallRecord] = []
+        self._builder: TrajectoryBuilder | None = None
+        self._view: list[MessageKey] = []
+        self._tools_key = ""
+        self._raw_replies: dict[MessageKey, str] = {}
+
+    @property
+    def prefix_reuse_rate(self) -> float:
+        """Share of calls after the first whose history extended the recorded one (1.0 with fewer than 2 calls)."""
+        later = self.calls[1:]
+        return sum(c.prefix_matched for c in later) / len(later) if later else 1.0
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens of the current step sample."""
+        return self._builder.num_tokens if self._builder else 0
+
+    def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+        """The prompt ids for a chat call: the recorded tokens plus the new messages' suffix when the request
+        extends the recorded conversation, else a new step sample's rendering. Records the call."""
+        if not messages:
+            raise ValueError("messages must not be empty")
+        keys = [message_key(m) for m in messages]
+        tools_key = json.dumps(tools or [], sort_keys=True)
+        extends = (
+            self._builder is not None
+            and tools_key == self._tools_key
+            and len(keys) > len(self._view)
+            and keys[: len(self._view)] == self._view
+        )
+        retried = bool(self.calls) and not self.calls[-1].output_ids and keys == self._view
+        if retried:  # the last call failed before generating: its prompt stands as is
+            extends = self.calls[-1].prefix_matched
+        elif extends:
+            assert self._builder is not None
+            new = [to_message(m) for m in messages[len(self._view) :]]
+            self._builder.add_messages(new, add_generation_prompt=True)
+        else:
+            self._start_step(messages, tools)
+        assert self._builder is not None
+        self._view, self._tools_key = keys, tools_key
+        prompt_ids = list(self._builder.trajectory.token_ids)
+        self.calls.append(
+            CallRecord(messages=list(messages), prompt_ids=prompt_ids, step=len(self.steps) - 1, prefix_matched=extends)
+        )
+        return prompt_ids
+
+    def record(self, pieces: list[tuple[list[int], list[float] | None, int | None]], finish_reason: str) -> Reply:
+        """Append the generation of the last `prompt` call (in pieces, when weight pushes interrupted it) and
+        build the reply: text and parsed tool calls."""
+        assert self._builder is not None, "prompt() comes first"
+        call = self.calls[-1]
+        raw = self._builder.add_generation_pieces(pieces)
+        call.output_ids = [t for ids, _, _ in pieces for t in ids]
+        logprobs = [lp for _, lps, _ in pieces for lp in (lps or [])]
+        call.logprobs = logprobs if len(logprobs) == len(call.output_ids) else None
+        call.policy_version = pieces[-1][2]
+        self._builder.trajectory.num_turns += 1
+        parsed = self.parser.parse(raw)
+        calls = [
+            type(c)(id=f"call_{len(self.calls) - 1}_{i}", name=c.name, arguments=c.arguments, raw=c.raw)
+            for i, c in enumerate(parsed.calls)
+        ]
+        reason = "tool_calls" if calls and finish_reason == "stop" else finish_reason
+        call.finish_reason = reason
+        message = assistant_message(parsed.content if calls else raw, calls)
+        key = message_key(message)
+        self._view.append(key)
+        self._raw_replies[key] = raw
+        return Reply(message, reason, len(call.prompt_ids), len(call.output_ids))
+
+    def _start_step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        index = len(self.steps)
+        trajectory = Trajectory(id=self.trajectory_id if index == 0 else f"{self.trajectory_id}-step{index}")
+        trajectory.metadata["gateway_step"] = index
+        rendered = [self._as_rendered(m) for m in messages]
+        schemas = tools or None
+        if schemas and not template_has_tools_slot(self.tokenizer):
+            rendered = add_tool_instructions(rendered, self.parser.format_instructions(schemas))
+            schemas = None
+        self._builder = TrajectoryBuilder(self.tokenizer, trajectory, tools=schemas)
+        self._builder.start(rendered)
+        self.steps.append(trajectory)
+
+    def _as_rendered(self, message: dict[str, Any]) -> Message:
+        """An assistant message the gateway generated is rendered from the model's own text."""
+        rendered = to_message(message)
+        raw = self._raw_replies.get(message_key(message)) if rendered.role == "assistant" else None
+        return rendered.model_copy(update={"content": raw, "tool_calls": None}) if raw is not None else rendered
+
+
+def generated_pieces(out: Generation) -> tuple[list[int], list[float] | None, int | None]:
+    """One server output as a piece for `SessionRecorder.record`."""
+    return list(out.token_ids), out.logprobs, out.policy_version

@@ -1,0 +1,108 @@
+"""`Gateway`: an OpenAI-compatible endpoint in front of the run's rollout servers, one session per trajectory."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+from agentrl.gateway.app import build_app
+from agentrl.gateway.recorder import SessionRecorder
+from agentrl.gateway.session import GatewaySession, SessionLimits
+from agentrl.loops.protocols import TokenGenerator, Tokenizer
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.tools.parsers import ToolCallParser, get_parser
+
+
+class Gateway:
+    """Serves `/s/<session>/v1/chat/completions` for agents that only know "an OpenAI-compatible endpoint".
+
+    Start it inside the event loop of the rollout client (`async with Gateway(...) as gateway`). Each trajectory
+    opens a session and gives its agent `session.base_url`; the session records every call token-exactly
+    (`session.recorder`), routes it sticky to one replica and enforces the trajectory's budgets.
+
+    Args:
+        llm: the rollout client (router, sticky sessions, policy versions).
+        tokenizer: the policy's tokenizer (its chat template renders the prompts).
+        model_name: the model id agents see (`/v1/models`); any name in requests is accepted.
+        tool_parser: the format tool calls are parsed from (`agent.tool_parser`).
+        host: interface to bind; 127.0.0.1 unless agents run on other hosts.
+        port: port to bind; 0 picks a free one.
+    """
+
+    def __init__(
+        self,
+        llm: TokenGenerator,
+        tokenizer: Tokenizer,
+        *,
+        model_name: str = "policy",
+        tool_parser: str | ToolCallParser = "hermes",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.llm, self.tokenizer, self.model_name = llm, tokenizer, model_name
+        self.parser = get_parser(tool_parser)
+        self.host, self.port = host, port
+        self.sessions: dict[str, GatewaySession] = {}
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        """`http://host:port` once started."""
+        if self._runner is None:
+            raise RuntimeError("the gateway is not started: use `async with Gateway(...)` or `await start()`")
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        """Bind and serve (in the current event loop)."""
+        app = build_app(self.sessions.get, lambda: self.llm, self.model_name)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        """Stop serving; open sessions are closed."""
+        for session in self.sessions.values():
+            session.closed = True
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def open_session(
+        self,
+        trajectory_id: str = "",
+        sampling: SamplingParams | None = None,
+        limits: SessionLimits | None = None,
+        **options: Any,
+    ) -> GatewaySession:
+        """A new session: give its agent `session.base_url` (an unguessable URL that sees only this session).
+
+        Args:
+            trajectory_id: id of the session's first step sample.
+            sampling: the run's sampling settings.
+            limits: the trajectory's budgets.
+            **options: `honour_request_sampling`, `resume_aborted` (see `GatewaySession`).
+        """
+        recorder = SessionRecorder(self.tokenizer, self.parser, trajectory_id)
+        session = GatewaySession(recorder, sampling or SamplingParams(), limits or SessionLimits(), **options)
+        session.base_url = f"{self.url}/s/{session.id}/v1"
+        self.sessions[session.id] = session
+        return session
+
+    def close_session(self, session: GatewaySession) -> GatewaySession:
+        """End `session`: its URL answers 404 from now on; returns it with everything it recorded."""
+        session.closed = True
+        self.sessions.pop(session.id, None)
+        return session

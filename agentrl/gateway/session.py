@@ -1,0 +1,154 @@
+"""One agent run's session at the gateway: its recorder, sampling settings and budgets."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.gateway.recorder import Reply, SessionRecorder
+from agentrl.loops.context import MAX_RESUMES
+from agentrl.loops.protocols import TokenGenerator
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.types import StopReason
+
+HONOURED_FIELDS = ("temperature", "top_p", "seed")
+"""Request fields that change the sampling when the session honours the agent's own settings."""
+
+
+@dataclass
+class SessionLimits:
+    """The trajectory's budgets, enforced at the gateway (the agent gets an error saying which one it hit).
+
+    Attributes:
+        max_turns: chat calls (stop reason max_turns).
+        max_tokens_per_turn: tokens one reply may have; an agent's `max_tokens` can only lower it.
+        max_total_tokens: prompt + reply tokens of one step sample (context_overflow).
+        max_wall_s: seconds from the session's start (time_budget); None: no limit.
+    """
+
+    max_turns: int = 8
+    max_tokens_per_turn: int = 256
+    max_total_tokens: int = 2048
+    max_wall_s: float | None = None
+
+
+class BudgetExceeded(Exception):
+    """A call the session's budgets refuse; the session ends with `reason`."""
+
+    def __init__(self, reason: StopReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SessionClosed(Exception):
+    """A call to a session that ended or never existed."""
+
+
+@dataclass
+class GatewaySession:
+    """One trajectory's conversation with the policy through the gateway.
+
+    Attributes:
+        recorder: its calls and step samples.
+        sampling: the run's sampling settings (the agent's `max_tokens` and `stop` always apply; `temperature`,
+            `top_p` and `seed` only with `honour_request_sampling`).
+        limits: the budgets.
+        honour_request_sampling: take the agent's own temperature/top_p/seed (evaluation) rather than the run's.
+        resume_aborted: a generation a weight push aborts continues from its exact prefix (partial rollouts).
+        id: the unguessable id in the session's URL.
+    """
+
+    recorder: SessionRecorder
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    limits: SessionLimits = field(default_factory=SessionLimits)
+    honour_request_sampling: bool = False
+    resume_aborted: bool = False
+    id: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+    base_url: str = ""
+    stop_reason: StopReason | None = None
+    stop_message: str = ""
+    started: float = field(default_factory=time.monotonic)
+    metrics: dict[str, float] = field(default_factory=dict)
+    closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.lock = asyncio.Lock()  # an agent's parallel calls are recorded one after the other
+
+    async def chat(self, llm: TokenGenerator, request: dict[str, Any]) -> Reply:
+        """Answer one chat-completions request body: prompt, budgets, generation, record.
+
+        Raises:
+            SessionClosed: the session was closed.
+            BudgetExceeded: a budget refuses the call (the session then ends with that stop reason).
+            ValueError: the request cannot be read.
+        """
+        if request.get("n", 1) != 1:
+            raise ValueError("the gateway returns one choice per call: n must be 1")
+        async with self.lock:
+            self._check_open()
+            self._check_turns_and_time()
+            prompt = self.recorder.prompt(request.get("messages") or [], request.get("tools"))
+            sampling = self._sampling(request, len(prompt))
+            pieces, finish = await self._generate(llm, prompt, sampling)
+            return self.recorder.record(pieces, finish)
+
+    def end(self, reason: StopReason, message: str = "") -> None:
+        """End the session with `reason` (later calls are refused with `message`)."""
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_message = reason, message or reason.value
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SessionClosed("this session has ended (its trajectory is over); start a new one")
+        if self.stop_reason is not None:
+            raise BudgetExceeded(self.stop_reason, self.stop_message)
+
+    def _check_turns_and_time(self) -> None:
+        if len([c for c in self.recorder.calls if c.output_ids]) >= self.limits.max_turns:
+            self._refuse(StopReason.MAX_TURNS, f"turn budget spent: {self.limits.max_turns} calls per trajectory")
+        wall = self.limits.max_wall_s
+        if wall is not None and time.monotonic() - self.started > wall:
+            self._refuse(StopReason.TIME_BUDGET, f"time budget spent: {wall:g} s per trajectory")
+
+    def _sampling(self, request: dict[str, Any], prompt_len: int) -> SamplingParams:
+        room = self.limits.max_total_tokens - prompt_len
+        if room <= 0:
+            self._refuse(
+                StopReason.CONTEXT_OVERFLOW,
+                f"token budget spent: the prompt has {prompt_len} tokens, the limit is {self.limits.max_total_tokens}",
+            )
+        asked = request.get("max_completion_tokens") or request.get("max_tokens") or self.limits.max_tokens_per_turn
+        update: dict[str, Any] = {"max_tokens": max(1, min(int(asked), self.limits.max_tokens_per_turn, room))}
+        stop = request.get("stop")
+        if stop:
+            update["stop"] = [stop] if isinstance(stop, str) else list(stop)
+        if self.honour_request_sampling:
+            update.update({k: request[k] for k in HONOURED_FIELDS if request.get(k) is not None})
+        elif self.sampling.seed is not None:
+            update["seed"] = self.sampling.seed + len(self.recorder.calls)
+        return self.sampling.model_copy(update=update)
+
+    def _refuse(self, reason: StopReason, message: str) -> None:
+        self.end(reason, message)
+        raise BudgetExceeded(reason, message)
+
+    async def _generate(
+        self, llm: TokenGenerator, prompt: list[int], sampling: SamplingParams
+    ) -> tuple[list[tuple[list[int], list[float] | None, int | None]], str]:
+        """One generation, continued from its exact prefix after each abort when `resume_aborted`."""
+        pieces: list[tuple[list[int], list[float] | None, int | None]] = []
+        generated: list[int] = []
+        while True:
+            left = sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(generated)})
+            out = await llm.generate(prompt + generated, left, session_id=self.id)
+            pieces.append((list(out.token_ids), out.logprobs, out.policy_version))
+            generated += list(out.token_ids)
+            finish = out.finish_reason or "stop"
+            if finish != "abort" or not self.resume_aborted or len(pieces) > MAX_RESUMES:
+                return pieces, finish
+            if len(generated) >= sampling.max_tokens:
+                return pieces, "length"
+            self.metrics["rollout/resumed_generations"] = self.metrics.get("rollout/resumed_generations", 0.0) + 1

@@ -1,0 +1,222 @@
+"""The gateway against a scripted policy, through the official `openai` SDK: exact tokens, step samples, tool
+calls, streaming, budgets and session isolation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+
+from agentrl.gateway import Gateway, SessionLimits
+from agentrl.loops.chat_template import encode, render
+from agentrl.loops.drift import check_drift
+from agentrl.loops.testing import ScriptedPolicy
+from agentrl.types import Message
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two numbers.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}},
+    },
+}
+CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+
+
+def client(session) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=session.base_url, api_key="unused", max_retries=0)
+
+
+def trainable_ids(trajectory) -> list[int]:
+    return [t for s in trajectory.segments if s.trainable for t in s.token_ids]
+
+
+async def test_a_conversation_resent_by_the_sdk_is_one_token_exact_trajectory(tokenizer):
+    policy = ScriptedPolicy(tokenizer, [f"reply {i}" for i in range(5)])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session("traj")
+        llm = client(session)
+        messages = [{"role": "system", "content": "Be brief."}]
+        for turn in range(5):
+            messages.append({"role": "user", "content": f"question {turn}"})
+            reply = await llm.chat.completions.create(model="policy", messages=messages)
+            messages.append(reply.choices[0].message.model_dump())  # the SDK's own serialization
+            assert reply.choices[0].message.content == f"reply {turn}"
+            assert reply.usage.completion_tokens == len(session.recorder.calls[-1].output_ids)
+    (trajectory,) = session.recorder.steps
+    assert trajectory.id == "traj"
+    assert [c.prefix_matched for c in session.recorder.calls] == [False, True, True, True, True]
+    assert session.recorder.prefix_reuse_rate == 1.0
+    for call, prompt in zip(session.recorder.calls, policy.calls, strict=True):
+        assert call.prompt_ids == prompt  # what the policy saw is what was recorded
+    generated = [t for c in session.recorder.calls for t in c.output_ids]
+    assert trainable_ids(trajectory) == generated
+    assert trajectory.token_ids[: len(policy.calls[-1])] == policy.calls[-1]
+    assert check_drift(tokenizer, trajectory).ok
+
+
+async def test_a_dropped_message_starts_a_new_step_sample_each_exact(tokenizer):
+    policy = ScriptedPolicy(tokenizer, ["one", "two", "three"])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session("traj")
+        llm = client(session)
+        messages = [{"role": "user", "content": "first"}]
+        for text in ("second", "third"):
+            reply = await llm.chat.completions.create(model="policy", messages=messages)
+            messages += [reply.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": text}]
+        compacted = messages[2:]  # the client drops the first exchange
+        await llm.chat.completions.create(model="policy", messages=compacted)
+    first, second = session.recorder.steps
+    assert [c.step for c in session.recorder.calls] == [0, 0, 1]
+    assert [c.prefix_matched for c in session.recorder.calls] == [False, True, False]
+    assert second.id == "traj-step1"
+    rendered = [Message(role=m["role"], content=m["content"]) for m in compacted]
+    expected_prompt = encode(tokenizer, render(tokenizer, rendered, add_generation_prompt=True))
+    assert policy.calls[2] == expected_prompt == second.token_ids[: len(expected_prompt)]
+    assert trainable_ids(second) == session.recorder.calls[2].output_ids
+    assert trainable_ids(first) == session.recorder.calls[0].output_ids + session.recorder.calls[1].output_ids
+    assert check_drift(tokenizer, first).ok and check_drift(tokenizer, second).ok
+    assert session.recorder.prefix_reuse_rate == 0.5
+
+
+async def test_tool_calls_are_parsed_and_the_tool_result_extends_the_trajectory(tokenizer):
+    policy = ScriptedPolicy(tokenizer, [f"Let me add.\n{CALL}", "It is 5."])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session("traj")
+        llm = client(session)
+        messages = [{"role": "user", "content": "What is 2 + 3?"}]
+        first = await llm.chat.completions.create(model="policy", messages=messages, tools=[TOOL], tool_choice="auto")
+        choice = first.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        (call,) = choice.message.tool_calls
+        assert (call.function.name, call.function.arguments, choice.message.content) == (
+            "add",
+            '{"a": 2, "b": 3}',
+            "Let me add.",
+        )
+        messages += [choice.message.model_dump(), {"role": "tool", "tool_call_id": call.id, "content": "5"}]
+        second = await llm.chat.completions.create(model="policy", messages=messages, tools=[TOOL])
+    assert second.choices[0].message.content == "It is 5." and second.choices[0].finish_reason == "stop"
+    (trajectory,) = session.recorder.steps
+    assert session.recorder.calls[1].prefix_matched
+    assert "add" in tokenizer.decode(policy.calls[0])  # the tools reached the prompt (system-prompt fallback)
+    assert CALL in tokenizer.decode(trajectory.token_ids)  # the model's own text, not a re-serialization
+
+
+async def test_streamed_chunks_merge_into_the_non_streamed_reply(tokenizer):
+    script = [f"A somewhat longer answer that spans several stream pieces.\n{CALL}"]
+    async with Gateway(ScriptedPolicy(tokenizer, script), tokenizer) as gateway:
+        plain = await client(gateway.open_session()).chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": "hi"}], tools=[TOOL]
+        )
+        stream = await client(gateway.open_session()).chat.completions.create(
+            model="policy",
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[TOOL],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    calls = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    message = plain.choices[0].message
+    assert len(chunks) > 4
+    assert content == message.content
+    assert [(tc.id, tc.function.name, tc.function.arguments) for tc in calls] == [
+        (tc.id, tc.function.name, tc.function.arguments) for tc in message.tool_calls
+    ]
+    assert finish == [plain.choices[0].finish_reason]
+    assert chunks[-1].usage.total_tokens == plain.usage.total_tokens
+
+
+def test_the_sync_sdk_client_works_against_the_gateway(tokenizer):
+    async def main() -> str:
+        async with Gateway(ScriptedPolicy(tokenizer, ["hello"]), tokenizer) as gateway:
+            session = gateway.open_session()
+            sync = openai.OpenAI(base_url=session.base_url, api_key="unused", max_retries=0)
+            call = lambda: sync.chat.completions.create(model="x", messages=[{"role": "user", "content": "hi"}])  # noqa: E731
+            reply = await asyncio.to_thread(call)
+            assert [m.id for m in (await asyncio.to_thread(sync.models.list)).data] == ["policy"]
+            return reply.choices[0].message.content
+
+    assert asyncio.run(main()) == "hello"
+
+
+async def test_the_turn_budget_answers_an_error_the_agent_sees_and_ends_the_session(tokenizer):
+    async with Gateway(ScriptedPolicy(tokenizer, ["ok"]), tokenizer) as gateway:
+        session = gateway.open_session(limits=SessionLimits(max_turns=2))
+        llm = client(session)
+        messages = [{"role": "user", "content": "hi"}]
+        for _ in range(2):
+            reply = await llm.chat.completions.create(model="policy", messages=messages)
+            messages += [reply.choices[0].message.model_dump(), {"role": "user", "content": "again"}]
+        with pytest.raises(openai.BadRequestError, match="turn budget spent") as refused:
+            await llm.chat.completions.create(model="policy", messages=messages)
+    assert refused.value.code == "max_turns"
+    assert session.stop_reason == "max_turns"
+
+
+async def test_token_and_time_budgets(tokenizer):
+    policy = ScriptedPolicy(tokenizer, ["a reply of a fair number of characters"])
+    async with Gateway(policy, tokenizer) as gateway:
+        short = gateway.open_session(limits=SessionLimits(max_total_tokens=60, max_tokens_per_turn=8))
+        reply = await client(short).chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": "hi"}], max_tokens=100
+        )
+        assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 8  # capped
+        with pytest.raises(openai.BadRequestError, match="token budget spent") as overflow:
+            long_prompt = [{"role": "user", "content": "x" * 80}]
+            await client(short).chat.completions.create(model="policy", messages=long_prompt)
+        assert overflow.value.code == "context_overflow"
+        late = gateway.open_session(limits=SessionLimits(max_wall_s=0.0))
+        await asyncio.sleep(0.01)
+        with pytest.raises(openai.BadRequestError, match="time budget spent"):
+            await client(late).chat.completions.create(model="policy", messages=[{"role": "user", "content": "hi"}])
+        assert late.stop_reason == "time_budget"
+
+
+async def test_sessions_are_isolated_and_closed_sessions_refuse(tokenizer):
+    policy = ScriptedPolicy(tokenizer, [lambda conversation: f"seen {conversation.count('secret')}"])
+    async with Gateway(policy, tokenizer) as gateway:
+        a, b = gateway.open_session("a"), gateway.open_session("b")
+        assert a.base_url != b.base_url and a.id not in b.base_url
+        await client(a).chat.completions.create(model="p", messages=[{"role": "user", "content": "secret"}])
+        reply = await client(b).chat.completions.create(model="p", messages=[{"role": "user", "content": "hello"}])
+        assert reply.choices[0].message.content == "seen 0"  # b's prompt holds nothing of a's
+        assert len(a.recorder.calls) == len(b.recorder.calls) == 1
+        gateway.close_session(a)
+        with pytest.raises(openai.NotFoundError):
+            await client(a).chat.completions.create(model="p", messages=[{"role": "user", "content": "again"}])
+        guessed = openai.AsyncOpenAI(base_url=f"{gateway.url}/s/not-a-session/v1", api_key="x", max_retries=0)
+        with pytest.raises(openai.NotFoundError, match="unknown session"):
+            await guessed.chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}])
+
+
+async def test_a_failed_generation_is_retried_on_the_same_prompt(tokenizer):
+    from agentrl.rollout.errors import ServerUnavailableError
+
+    policy = ScriptedPolicy(tokenizer, ["fine"], fail_with=ServerUnavailableError(["http://replica"]))
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session("traj")
+        messages = [{"role": "user", "content": "hi"}]
+        with pytest.raises(openai.APIStatusError, match="rollout server failed") as failed:
+            await client(session).chat.completions.create(model="p", messages=messages)
+        assert failed.value.status_code == 502
+        policy.fail_with = None
+        reply = await client(session).chat.completions.create(model="p", messages=messages)
+    assert reply.choices[0].message.content == "fine"
+    (trajectory,) = session.recorder.steps  # the retry did not start a second step
+    assert policy.calls[0] == policy.calls[1] and check_drift(tokenizer, trajectory).ok
+
+
+async def test_requests_the_gateway_cannot_serve_get_a_clear_400(tokenizer):
+    async with Gateway(ScriptedPolicy(tokenizer, ["x"]), tokenizer) as gateway:
+        llm = client(gateway.open_session())
+        with pytest.raises(openai.BadRequestError, match="n must be 1"):
+            await llm.chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}], n=2)
+        image = [{"type": "image_url", "image_url": {"url": "data:,"}}]
+        with pytest.raises(openai.BadRequestError, match="text parts only"):
+            await llm.chat.completions.create(model="p", messages=[{"role": "user", "content": image}])
