@@ -127,6 +127,9 @@ class Trajectory(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     metrics: dict[str, float] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    earlier_steps: list[Trajectory] = Field(default_factory=list)
+    """Step samples before this one, when the agent rewrote its history mid-run (the gateway's black-box agents):
+    each token-exact on its own, trained with this trajectory's advantage."""
 
     @property
     def token_ids(self) -> list[int]:

@@ -112,6 +112,7 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "swe_agent": "agentrl.loops.swe:SWEAgentLoop",
         "gui_agent": "agentrl.loops.gui:GUIAgentLoop",
         "gym": "agentrl.loops.gym:GymAgentLoop",
+        "openai_agent": "agentrl.loops.openai_agent:OpenAIAgentLoop",
     },
     accepts=_is_loop_class,
     expected="an AgentLoopBase subclass",

@@ -73,6 +73,7 @@ def policy_step(
         return {"train/skipped": 1.0}
     rewards, groups = rewards_and_groups(trajectories)
     advantages = compute_advantages(cfg.advantage, rewards, groups)
+    trajectories, advantages = with_step_samples(trajectories, advantages)
     lcfg = loss_config(cfg, max(response_length(t) for t in trajectories))
     skip = cfg.skip_zero_advantage and cfg.kl_coef == 0
     shares = _shares(len(trajectories), cfg.ppo_mini_batches)
@@ -107,6 +108,22 @@ def policy_step(
     out["train/rows_trained"] = float(kept)
     out["train/ppo_updates"] = float(len(updates))
     return out
+
+
+def with_step_samples(
+    trajectories: list[Trajectory], advantages: torch.Tensor
+) -> tuple[list[Trajectory], torch.Tensor]:
+    """Each trajectory preceded by its earlier step samples (`Trajectory.earlier_steps`, those with generated
+    tokens), every one a row of its own with the trajectory's advantage (step-wise training)."""
+    if not any(t.earlier_steps for t in trajectories):
+        return trajectories, advantages
+    rows: list[Trajectory] = []
+    index: list[int] = []
+    for i, traj in enumerate(trajectories):
+        steps = [s for s in traj.earlier_steps if any(seg.trainable for seg in s.segments)]
+        rows += [*steps, traj]
+        index += [i] * (len(steps) + 1)
+    return rows, advantages[torch.tensor(index, dtype=torch.long)]
 
 
 @dataclass

@@ -1,0 +1,189 @@
+"""`agent.name=openai_agent`: train an existing agent unchanged, through the gateway.
+
+Each trajectory gets a gateway session (`agentrl.gateway`): an OpenAI base URL that records every call token-exactly
+and enforces the trajectory's budgets. The agent is either a Python callable
+(`agent.kwargs.entry_point=pkg.mod:run`, sync or async) called as
+
+    run(base_url=..., model=..., sample=..., sandbox=...)   # sandbox: the trajectory's, or None
+
+or a command (`agent.kwargs.command="python my_agent.py"`) run with `OPENAI_BASE_URL`, `OPENAI_API_KEY`,
+`OPENAI_MODEL` and `AGENTRL_SAMPLE` (the row as JSON) in its environment. Its return value (or stdout) is kept in
+`trajectory.metadata["agent_result"]` for rewards to read.
+
+The trajectory is the session's last step sample; when the agent rewrote its history, the earlier step samples
+ride along in `trajectory.earlier_steps` and train with the same advantage. An agent that raises (or a command
+that exits non-zero) keeps what it generated, with stop reason `error` (a failure: counted, not trained on by
+default); a budget the gateway enforced sets its own stop reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from agentrl.gateway import Gateway, GatewaySession, SessionLimits
+from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.context import AgentContext
+from agentrl.registry import import_object
+from agentrl.types import Sample, StopReason, Trajectory
+
+RESULT_CHARS = 20_000
+"""Stdout of a command agent kept as its result, at most (the tail)."""
+
+
+class OpenAIAgentOptions(LoopOptions):
+    entry_point: str | None = Field(None, description="the agent as a callable, 'pkg.mod:run' or 'file.py:run'")
+    command: str | None = Field(None, description="the agent as a shell command (run in the working directory)")
+    model_name: str = Field("policy", description="the model id the agent is told to use")
+    timeout_s: float | None = Field(None, gt=0, description="wall-clock budget of one agent run (time_budget)")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment of a command agent")
+    honour_request_sampling: bool = Field(False, description="take the agent's own temperature/top_p/seed")
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> OpenAIAgentOptions:
+        if (self.entry_point is None) == (self.command is None):
+            raise ValueError("set exactly one of agent.kwargs.entry_point (a callable) or agent.kwargs.command")
+        return self
+
+
+class OpenAIAgentLoop(AgentLoopBase):
+    """Runs a user's OpenAI-speaking agent per trajectory against its own gateway session."""
+
+    Options = OpenAIAgentOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gateway: Gateway | None = None
+        self._gateway_lock: asyncio.Lock | None = None
+        self._open = 0
+
+    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+        options: OpenAIAgentOptions = self.options
+        async with self._session(ctx) as session:
+            try:
+                result = await asyncio.wait_for(self._run_agent(session, sample, ctx), self._deadline(options))
+                ctx.trajectory.metadata["agent_result"] = result
+                stop, error = StopReason.DONE, None
+            except TimeoutError:
+                session.end(StopReason.TIME_BUDGET, f"the agent ran past its {options.timeout_s:g} s budget")
+                stop, error = StopReason.TIME_BUDGET, None
+            except Exception as exc:  # the agent's own failure: keep what it generated
+                stop, error = StopReason.ERROR, f"the agent raised {type(exc).__name__}: {exc}"
+        return self._trajectory(ctx, session, session.stop_reason or stop, error)
+
+    def _deadline(self, options: OpenAIAgentOptions) -> float | None:
+        return None if options.timeout_s is None else options.timeout_s + 5.0  # the gateway refuses calls first
+
+    async def _run_agent(self, session: GatewaySession, sample: Sample, ctx: AgentContext) -> Any:
+        options: OpenAIAgentOptions = self.options
+        if options.command is not None:
+            return await self._run_command(options, session, sample)
+        agent = import_object(options.entry_point or "", "agent entry point")
+        kwargs = {"base_url": session.base_url, "model": options.model_name, "sample": sample, "sandbox": ctx.sandbox}
+        if inspect.iscoroutinefunction(agent):
+            return await agent(**kwargs)
+        result = await asyncio.to_thread(agent, **kwargs)
+        return await result if inspect.isawaitable(result) else result
+
+    async def _run_command(self, options: OpenAIAgentOptions, session: GatewaySession, sample: Sample) -> str:
+        env = {
+            **os.environ,
+            **options.env,
+            "OPENAI_BASE_URL": session.base_url,
+            "OPENAI_API_KEY": "agentrl",
+            "OPENAI_MODEL": options.model_name,
+            "AGENTRL_SAMPLE": sample.model_dump_json(),
+        }
+        process = await asyncio.create_subprocess_shell(
+            options.command or "", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        try:
+            stdout, stderr = await process.communicate()
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            raise
+        if process.returncode != 0:
+            tail = stderr.decode(errors="replace")[-2000:]
+            raise RuntimeError(f"`{options.command}` exited with {process.returncode}: {tail}")
+        return stdout.decode(errors="replace")[-RESULT_CHARS:]
+
+    @contextlib.asynccontextmanager
+    async def _session(self, ctx: AgentContext) -> AsyncIterator[GatewaySession]:
+        """A session on this loop's gateway, which runs while any trajectory has one open."""
+        gateway = await self._acquire(ctx)
+        options: OpenAIAgentOptions = self.options
+        budgets = ctx.budgets
+        limits = SessionLimits(
+            max_turns=budgets.max_turns,
+            max_tokens_per_turn=budgets.max_tokens_per_turn,
+            max_total_tokens=min(budgets.max_total_tokens, budgets.max_model_len),
+            max_wall_s=options.timeout_s,
+        )
+        session = gateway.open_session(
+            ctx.trajectory.id,
+            sampling=ctx.sampling,
+            limits=limits,
+            honour_request_sampling=options.honour_request_sampling,
+            resume_aborted=ctx.resume_aborted,
+        )
+        try:
+            yield session
+        finally:
+            gateway.close_session(session)
+            await self._release()
+
+    async def _acquire(self, ctx: AgentContext) -> Gateway:
+        if self._gateway_lock is None:
+            self._gateway_lock = asyncio.Lock()
+        async with self._gateway_lock:
+            if self._gateway is None:
+                name, parser = self.options.model_name, self.config.tool_parser
+                gateway = Gateway(ctx.llm, ctx.tokenizer, model_name=name, tool_parser=parser)
+                await gateway.start()
+                self._gateway = gateway
+            self._open += 1
+            return self._gateway
+
+    async def _release(self) -> None:
+        assert self._gateway_lock is not None
+        async with self._gateway_lock:
+            self._open -= 1
+            if self._open == 0 and self._gateway is not None:
+                gateway, self._gateway = self._gateway, None
+                await gateway.stop()
+
+    def _trajectory(
+        self, ctx: AgentContext, session: GatewaySession, stop: StopReason, error: str | None
+    ) -> Trajectory:
+        """`ctx.trajectory` filled from the session: its last step sample, the earlier ones alongside."""
+        traj = ctx.trajectory
+        recorder = session.recorder
+        if recorder.steps:
+            *earlier, last = recorder.steps
+            traj.segments, traj.messages = last.segments, last.messages
+            traj.earlier_steps = earlier
+            traj.num_turns = sum(1 for call in recorder.calls if call.output_ids)
+        traj.stop_reason = stop if recorder.steps or stop != StopReason.DONE else StopReason.ERROR
+        traj.error = error or (None if recorder.steps else "the agent made no chat call through its base URL")
+        traj.metrics.update(session.metrics)
+        traj.metrics["gateway/calls"] = float(len(recorder.calls))
+        traj.metrics["gateway/step_samples"] = float(len(recorder.steps))
+        traj.metrics["gateway/prefix_reuse_rate"] = recorder.prefix_reuse_rate
+        traj.metadata["gateway_calls"] = [
+            {"step": c.step, "prefix_matched": c.prefix_matched, "finish_reason": c.finish_reason}
+            for c in recorder.calls
+        ]
+        return traj
+
+
+def sample_from_env() -> dict[str, Any]:
+    """The dataset row a command agent runs on (`AGENTRL_SAMPLE`), for agents written as scripts."""
+    return json.loads(os.environ.get("AGENTRL_SAMPLE", "{}"))

@@ -1,0 +1,96 @@
+"""The gateway in front of the real `hf` server and the default model, driven by the official `openai` SDK
+(sync, async, streaming, with tools): every call's tokens are recorded as the server generated them, a 5-turn
+conversation re-sent as the SDK does is one token-exact trajectory, and a dropped message makes exact step
+samples."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+
+from agentrl.gateway import Gateway
+from agentrl.loops.drift import check_drift
+from agentrl.rollout import LLMClient
+from agentrl.rollout.protocol import SamplingParams
+
+pytestmark = pytest.mark.integration
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a word up in the dictionary.",
+        "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+    },
+}
+SAMPLING = SamplingParams(temperature=1.0, max_tokens=24, seed=7)
+
+
+class Recording:
+    """The rollout client, keeping what the server returned for each call."""
+
+    def __init__(self, llm: LLMClient) -> None:
+        self.llm, self.outputs = llm, []
+
+    async def generate(self, prompt_ids, sampling, session_id=None):
+        out = await self.llm.generate(prompt_ids, sampling, session_id=session_id)
+        self.outputs.append(out)
+        return out
+
+
+def trainable_ids(trajectory) -> list[int]:
+    return [t for s in trajectory.segments if s.trainable for t in s.token_ids]
+
+
+async def test_five_sdk_turns_with_tools_and_streaming_are_one_exact_trajectory(hf_server_url, default_tokenizer):
+    async with LLMClient([hf_server_url]) as llm:
+        recording = Recording(llm)
+        async with Gateway(recording, default_tokenizer) as gateway:
+            session = gateway.open_session("five", sampling=SAMPLING)
+            sdk = openai.AsyncOpenAI(base_url=session.base_url, api_key="unused", max_retries=0)
+            messages = [{"role": "user", "content": "Name an animal."}]
+            for turn in range(5):
+                if turn % 2:
+                    stream = await sdk.chat.completions.create(
+                        model="policy", messages=messages, tools=[TOOL], stream=True
+                    )
+                    content = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+                    reply = {"role": "assistant", "content": content}  # as a streaming client rebuilds it
+                else:
+                    answer = await sdk.chat.completions.create(model="policy", messages=messages, tools=[TOOL])
+                    reply = answer.choices[0].message.model_dump()
+                messages += [reply, {"role": "user", "content": f"Another one ({turn + 1})."}]
+    (trajectory,) = session.recorder.steps
+    calls = session.recorder.calls
+    assert [c.prefix_matched for c in calls] == [False, True, True, True, True]
+    assert [c.output_ids for c in calls] == [list(out.token_ids) for out in recording.outputs]
+    assert [c.logprobs for c in calls] == [out.logprobs for out in recording.outputs]
+    assert trainable_ids(trajectory) == [t for out in recording.outputs for t in out.token_ids]
+    report = check_drift(default_tokenizer, trajectory)
+    assert report.kind != "template", str(report)
+    assert "lookup" in default_tokenizer.decode(calls[0].prompt_ids)  # the tool reached the prompt
+
+
+async def test_a_dropped_message_makes_exact_step_samples_and_the_sync_client_works(hf_server_url, default_tokenizer):
+    async with LLMClient([hf_server_url]) as llm, Gateway(llm, default_tokenizer) as gateway:
+        session = gateway.open_session("dropped", sampling=SAMPLING)
+        sdk = openai.OpenAI(base_url=session.base_url, api_key="unused", max_retries=0)
+
+        def chat(messages):
+            return sdk.chat.completions.create(model="policy", messages=messages).choices[0].message
+
+        messages = [{"role": "system", "content": "Answer in one word."}, {"role": "user", "content": "A colour?"}]
+        for follow_up in ("A fruit?", "A number?"):
+            reply = await asyncio.to_thread(chat, messages)
+            messages += [reply.model_dump(exclude_none=True), {"role": "user", "content": follow_up}]
+        await asyncio.to_thread(chat, [messages[0], *messages[3:]])  # the first exchange dropped
+    first, second = session.recorder.steps
+    calls = session.recorder.calls
+    assert [c.step for c in calls] == [0, 0, 1] and not calls[2].prefix_matched
+    assert trainable_ids(first) == calls[0].output_ids + calls[1].output_ids
+    assert trainable_ids(second) == calls[2].output_ids
+    for step in (first, second):
+        report = check_drift(default_tokenizer, step)
+        assert report.kind != "template", str(report)

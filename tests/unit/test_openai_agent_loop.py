@@ -1,0 +1,130 @@
+"""`agent.name=openai_agent` with a scripted policy: agents written with the `openai` SDK (async, sync, a command)
+run per trajectory through their own gateway session; budgets, crashes and rewritten histories."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import openai
+import pytest
+import torch
+
+from agentrl.config import AgentConfig, RolloutConfig
+from agentrl.errors import UserError
+from agentrl.loops.drift import check_drift
+from agentrl.loops.manager import RolloutManager
+from agentrl.loops.testing import ScriptedPolicy
+from agentrl.trainer.step import with_step_samples
+from agentrl.types import Message, Sample, StopReason, Trajectory
+
+HERE = "tests.unit.test_openai_agent_loop"
+
+
+async def chatty_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    """Three turns, re-sending the history as the SDK's users do; returns the last answer."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    messages = [m.to_openai() for m in sample.prompt]
+    for turn in range(3):
+        reply = await client.chat.completions.create(model=model, messages=messages)
+        messages += [reply.choices[0].message.model_dump(), {"role": "user", "content": f"more {turn}"}]
+    return reply.choices[0].message.content or ""
+
+
+def sync_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0)
+    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    return reply.choices[0].message.content or ""
+
+
+async def crashing_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    raise KeyError("the agent's own bug")
+
+
+async def endless_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    messages = [{"role": "user", "content": "go"}]
+    while True:  # until the gateway refuses
+        reply = await client.chat.completions.create(model=model, messages=messages)
+        messages += [reply.choices[0].message.model_dump(), {"role": "user", "content": "again"}]
+
+
+async def compacting_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    messages = [{"role": "user", "content": "first"}]
+    reply = await client.chat.completions.create(model=model, messages=messages)
+    messages += [reply.choices[0].message.model_dump(), {"role": "user", "content": "second"}]
+    await client.chat.completions.create(model=model, messages=messages[2:])  # dropped the first exchange
+    return "done"
+
+
+def run_agent(tokenizer, replies, max_turns: int = 8, **kwargs) -> tuple[Trajectory, ScriptedPolicy]:
+    policy = ScriptedPolicy(tokenizer, replies)
+    agent = AgentConfig(name="openai_agent", max_turns=max_turns, kwargs=kwargs)
+    manager = RolloutManager(policy, tokenizer, agent, RolloutConfig(n=1, max_tokens=32))
+    sample = Sample(prompt=[Message(role="user", content="hello")])
+    (traj,) = asyncio.run(manager.run([sample]))
+    return traj, policy
+
+
+def test_an_sdk_agent_trains_as_one_exact_trajectory(tokenizer):
+    traj, policy = run_agent(tokenizer, ["a", "b", "c"], entry_point=f"{HERE}:chatty_agent")
+    assert traj.stop_reason == StopReason.DONE and traj.error is None
+    assert traj.metadata["agent_result"] == "c"
+    assert traj.num_turns == 3 and not traj.earlier_steps
+    assert [t for s in traj.segments if s.trainable for t in s.token_ids] == [
+        t for text in "abc" for t in [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+    ]
+    assert traj.token_ids[: len(policy.calls[-1])] == policy.calls[-1]
+    assert check_drift(tokenizer, traj).ok
+    assert traj.metrics["gateway/prefix_reuse_rate"] == 1.0 and traj.metrics["gateway/calls"] == 3
+
+
+def test_a_sync_agent_and_a_command_agent(tokenizer):
+    traj, _ = run_agent(tokenizer, ["sync hello"], entry_point=f"{HERE}:sync_agent")
+    assert traj.metadata["agent_result"] == "sync hello" and traj.stop_reason == StopReason.DONE
+    script = (
+        "import os, openai; c = openai.OpenAI(); "
+        "r = c.chat.completions.create(model=os.environ['OPENAI_MODEL'], messages=[{'role': 'user', 'content': 'x'}]);"
+        " print('answer:', r.choices[0].message.content)"
+    )
+    traj, _ = run_agent(tokenizer, ["from a command"], command=f'{sys.executable} -c "{script}"')
+    assert traj.metadata["agent_result"].strip() == "answer: from a command"
+    assert traj.stop_reason == StopReason.DONE and traj.num_turns == 1
+
+
+def test_an_agent_that_crashes_keeps_what_it_generated(tokenizer):
+    traj, _ = run_agent(tokenizer, ["partial work"], entry_point=f"{HERE}:crashing_agent")
+    assert traj.stop_reason == StopReason.ERROR and traj.failed
+    assert "KeyError" in (traj.error or "") and "the agent's own bug" in (traj.error or "")
+    assert traj.num_generated_tokens > 0 and check_drift(tokenizer, traj).ok
+
+
+def test_the_turn_budget_ends_the_trajectory_with_its_stop_reason(tokenizer):
+    traj, policy = run_agent(tokenizer, ["again?"], max_turns=3, entry_point=f"{HERE}:endless_agent")
+    assert traj.stop_reason == StopReason.MAX_TURNS and not traj.failed
+    assert len(policy.calls) == 3 and traj.num_turns == 3
+
+
+def test_a_rewritten_history_trains_every_step_sample_with_one_advantage(tokenizer):
+    traj, _ = run_agent(tokenizer, ["one", "two"], entry_point=f"{HERE}:compacting_agent")
+    assert traj.stop_reason == StopReason.DONE
+    (earlier,) = traj.earlier_steps
+    assert earlier.num_generated_tokens > 0 and traj.num_generated_tokens > 0
+    assert check_drift(tokenizer, earlier).ok and check_drift(tokenizer, traj).ok
+    plain = Trajectory()
+    rows, advantages = with_step_samples([plain, traj], torch.tensor([0.5, -1.0]))
+    assert rows == [plain, earlier, traj]
+    assert advantages.tolist() == [0.5, -1.0, -1.0]
+
+
+def test_the_options_say_what_to_set():
+    from agentrl.loops.openai_agent import OpenAIAgentLoop
+
+    for kwargs in ({}, {"entry_point": f"{HERE}:sync_agent", "command": "true"}):
+        (problem,) = OpenAIAgentLoop.option_problems(kwargs)
+        assert "set exactly one of agent.kwargs.entry_point (a callable) or agent.kwargs.command" in problem
+    with pytest.raises(UserError, match="exactly one of"):
+        OpenAIAgentLoop(AgentConfig(name="openai_agent"))
