@@ -86,7 +86,10 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
             "data.train_files is empty: training needs data (JSONL or Parquet files), or an environment "
             "(env.id=FrozenLake-v1) whose episodes are generated from seeds"
         )
-    return load_datasets(files)
+    samples = load_datasets(files)
+    if cfg.data.agent_name:  # e.g. another recipe's rows, played by this recipe's loop
+        samples = [s.model_copy(update={"agent_name": cfg.data.agent_name}) for s in samples]
+    return samples
 
 
 def env_rows_loop(cfg: Any) -> str | None:

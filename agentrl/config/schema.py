@@ -17,6 +17,9 @@ class DataConfig(_Section):
     batch_size: int = Field(8, ge=1, description="prompts per training step")
     shuffle: bool = Field(True, description="shuffle training rows each epoch")
     max_prompt_tokens: int = Field(1024, ge=1, description="rows with longer prompts are rejected")
+    agent_name: str | None = Field(
+        None, description="play every row with this loop (`agent.name`'s config), whatever loop the rows name"
+    )
 
 
 class RolloutConfig(_Section):

@@ -63,10 +63,11 @@ def _agent_problems(cfg: AgentRLConfig) -> list[str]:
 
     problems = []
     name = loop_name(cfg)
+    key = "data.agent_name" if cfg.data.agent_name else "agent.name"
     try:
         loop = LOOPS.get(name)  # imports the loop's module: a built-in may need an optional package
     except UserError as exc:
-        problems.append(f"agent.name: {exc}")
+        problems.append(f"{key}: {exc}")
     else:
         problems += loop.option_problems(cfg.agent.kwargs)
         if loop.uses_tools and not cfg.tools:
@@ -83,7 +84,7 @@ def loop_name(cfg: AgentRLConfig) -> str:
     from agentrl.data import env_rows_loop
 
     seeded = cfg.env.enabled and not cfg.data.train_files
-    return (env_rows_loop(cfg) if seeded else None) or cfg.agent.name
+    return cfg.data.agent_name or (env_rows_loop(cfg) if seeded else None) or cfg.agent.name
 
 
 def _tool_problems(cfg: AgentRLConfig) -> list[str]:

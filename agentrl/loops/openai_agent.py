@@ -24,7 +24,7 @@ import inspect
 import json
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -32,6 +32,7 @@ from agentrl.gateway import Gateway, GatewaySession, SessionLimits
 from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext
 from agentrl.registry import import_object
+from agentrl.sandbox.blocking import BlockingSandbox
 from agentrl.types import Sample, StopReason, Trajectory
 
 RESULT_CHARS = 20_000
@@ -45,6 +46,11 @@ class OpenAIAgentOptions(LoopOptions):
     timeout_s: float | None = Field(None, gt=0, description="wall-clock budget of one agent run (time_budget)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment of a command agent")
     honour_request_sampling: bool = Field(False, description="take the agent's own temperature/top_p/seed")
+    task_sandbox: Literal["run", "swe_task"] = Field(
+        "run",
+        description="the agent's sandbox: the run's (`sandbox.backend`), or each SWE task's own container "
+        "(its diff then lands in metadata['model_patch'] for the swe_tests reward)",
+    )
 
     @model_validator(mode="after")
     def _one_agent(self) -> OpenAIAgentOptions:
@@ -66,7 +72,7 @@ class OpenAIAgentLoop(AgentLoopBase):
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: OpenAIAgentOptions = self.options
-        async with self._session(ctx) as session:
+        async with self._session(ctx) as session, self._sandbox(sample, ctx):
             try:
                 result = await asyncio.wait_for(self._run_agent(session, sample, ctx), self._deadline(options))
                 ctx.trajectory.metadata["agent_result"] = result
@@ -89,6 +95,8 @@ class OpenAIAgentLoop(AgentLoopBase):
         kwargs = {"base_url": session.base_url, "model": options.model_name, "sample": sample, "sandbox": ctx.sandbox}
         if inspect.iscoroutinefunction(agent):
             return await agent(**kwargs)
+        if ctx.sandbox is not None:  # a sync agent runs in a thread: it gets blocking calls into the sandbox
+            kwargs["sandbox"] = BlockingSandbox(ctx.sandbox, asyncio.get_running_loop())
         result = await asyncio.to_thread(agent, **kwargs)
         return await result if inspect.isawaitable(result) else result
 
@@ -114,6 +122,31 @@ class OpenAIAgentLoop(AgentLoopBase):
             tail = stderr.decode(errors="replace")[-2000:]
             raise RuntimeError(f"`{options.command}` exited with {process.returncode}: {tail}")
         return stdout.decode(errors="replace")[-RESULT_CHARS:]
+
+    @contextlib.asynccontextmanager
+    async def _sandbox(self, sample: Sample, ctx: AgentContext) -> AsyncIterator[None]:
+        """With `task_sandbox=swe_task`: the task's own container as `ctx.sandbox`, its diff taken out after."""
+        if self.options.task_sandbox != "swe_task":
+            yield
+            return
+        from agentrl.config.schema import SandboxConfig
+        from agentrl.loops.swe import open_swe_sandbox
+        from agentrl.swe.repo import extract_patch
+        from agentrl.swe.task import SWETask
+
+        task = SWETask.from_sample(sample)
+        traj = ctx.trajectory
+        traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
+        config = self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
+        sandbox, base = await open_swe_sandbox(task, config, run_id=f"swe-{traj.id[:8]}")
+        ctx.sandbox = sandbox
+        traj.metadata["base_commit"] = base
+        try:
+            yield
+            traj.metadata["model_patch"] = await extract_patch(sandbox, task, base)
+        finally:
+            ctx.sandbox = None
+            await asyncio.shield(sandbox.close())
 
     @contextlib.asynccontextmanager
     async def _session(self, ctx: AgentContext) -> AsyncIterator[GatewaySession]:

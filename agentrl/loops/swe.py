@@ -81,7 +81,7 @@ class SWEAgentLoop(AgentLoopBase):
         traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
         tools = require_tools(ctx, "swe_agent")
         started = time.perf_counter()
-        sandbox, base = await _open(task, self._sandbox_config(), run_id=f"swe-{traj.id[:8]}")
+        sandbox, base = await open_swe_sandbox(task, self._sandbox_config(), run_id=f"swe-{traj.id[:8]}")
         _add_time(traj, "sandbox_setup_s", started)
         try:
             ctx.sandbox = tools.sandbox = sandbox
@@ -129,7 +129,7 @@ class SWEAgentLoop(AgentLoopBase):
         return self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
 
 
-async def _open(task: SWETask, config: Any, run_id: str) -> tuple[Sandbox, str]:
+async def open_swe_sandbox(task: SWETask, config: Any, run_id: str) -> tuple[Sandbox, str]:
     """`open_task_sandbox`, shielded: a trajectory cancelled while its container starts still removes it."""
     opening = asyncio.ensure_future(open_task_sandbox(task, config, run_id=run_id))
     try:

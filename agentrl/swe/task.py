@@ -128,13 +128,15 @@ class SWETask(BaseModel):
     def to_row(self, prompt: str | None = None, agent_name: str = "swe_agent") -> dict[str, Any]:
         """The task as a dataset row `agentrl.data` loads: the SWE-bench columns, plus `prompt` (the problem
         statement unless given), `agent_name`, `id` and `data_source`."""
-        row: dict[str, Any] = {
-            "id": self.instance_id,
-            "agent_name": agent_name,
-            "data_source": f"swe/{self.repo or 'unknown'}",
-            "prompt": [{"role": "user", "content": prompt or self.problem_statement}],
-        }
-        row.update(self.model_dump(exclude_none=True))
+        row: dict[str, Any] = self.model_dump(exclude_none=True)  # (a task read from a row may carry its keys)
+        row.update(
+            {
+                "id": self.instance_id,
+                "agent_name": agent_name,
+                "data_source": f"swe/{self.repo or 'unknown'}",
+                "prompt": [{"role": "user", "content": prompt or self.problem_statement}],
+            }
+        )
         return row
 
     def to_sample(self, agent_name: str = "swe_agent") -> Sample:

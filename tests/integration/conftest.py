@@ -6,8 +6,11 @@ Outside CI a missing engine or image skips the test with the reason; with ``CI=t
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+SWE_TASKS = Path(__file__).resolve().parents[2] / "recipes" / "swe_agent" / "data" / "train.jsonl"
 
 
 def _unavailable(reason: str) -> None:
@@ -63,3 +66,30 @@ def hf_server_url(default_model_path):
     handle = launch_hf_server(default_model_path, max_model_len=2048)
     yield handle.url
     handle.stop()
+
+
+@pytest.fixture(scope="session")
+def task(docker_client, sandbox_base_image):
+    """A bundled task whose image setup built (the smallest test run first)."""
+    import docker
+
+    from agentrl.swe.task import load_tasks
+
+    tasks = sorted(load_tasks(SWE_TASKS), key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS))
+    for t in tasks:
+        try:
+            docker_client.images.get(t.image)
+        except docker.errors.ImageNotFound:
+            continue
+        return t
+    _unavailable("no SWE task image: run scripts/setup.sh (or python -m agentrl.swe.images on the task files)")
+
+
+@pytest.fixture
+def no_leftovers(docker_client):
+    """Fails the test if it leaves a sandbox container of this process behind."""
+    yield
+    from agentrl.sandbox.docker import LABEL
+
+    mine = {"label": [LABEL, f"agentrl.pid={os.getpid()}"]}
+    assert not docker_client.containers.list(all=True, filters=mine), "sandbox containers left behind"

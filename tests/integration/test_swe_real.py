@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from pathlib import Path
 
@@ -15,40 +14,12 @@ from agentrl.config import load_config
 from agentrl.loops.session import rollout_session
 from agentrl.loops.testing import ScriptedPolicy
 from agentrl.rewards.pipeline import RewardPipeline
-from agentrl.sandbox.docker import LABEL
 from agentrl.swe.grading import grade_patch
 from agentrl.swe.report import patch_files
-from agentrl.swe.task import SWETask, load_tasks
+from agentrl.swe.task import SWETask
 from agentrl.types import StopReason
 
 pytestmark = pytest.mark.integration
-
-TASKS = Path(__file__).resolve().parents[2] / "recipes" / "swe_agent" / "data" / "train.jsonl"
-
-
-@pytest.fixture(scope="module")
-def task(docker_client, sandbox_base_image) -> SWETask:
-    """A bundled task whose image setup built (the smallest test run first)."""
-    import docker
-
-    from tests.integration.conftest import _unavailable
-
-    tasks = sorted(load_tasks(TASKS), key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS))
-    for t in tasks:
-        try:
-            docker_client.images.get(t.image)
-        except docker.errors.ImageNotFound:
-            continue
-        return t
-    _unavailable("no SWE task image: run scripts/setup.sh (or python -m agentrl.swe.images on the task files)")
-
-
-@pytest.fixture
-def no_leftovers(docker_client):
-    """Fails the test if it leaves a sandbox container of this process behind."""
-    yield
-    mine = {"label": [LABEL, f"agentrl.pid={os.getpid()}"]}
-    assert not docker_client.containers.list(all=True, filters=mine), "sandbox containers left behind"
 
 
 def edit_call(patch: str) -> str:

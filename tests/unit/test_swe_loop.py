@@ -148,7 +148,7 @@ def test_cancelled_while_starting_still_removes_the_container(tokenizer, monkeyp
     monkeypatch.setattr(swe_loop, "open_task_sandbox", slow_open)
 
     async def main():
-        opening = asyncio.ensure_future(swe_loop._open(TASK, None, "r"))
+        opening = asyncio.ensure_future(swe_loop.open_swe_sandbox(TASK, None, "r"))
         await asyncio.sleep(0.05)
         opening.cancel()
         with pytest.raises(asyncio.CancelledError):
