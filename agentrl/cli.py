@@ -81,6 +81,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return serve_from_overrides(args.overrides)
 
 
+def _cmd_gateway(args: argparse.Namespace) -> int:
+    from agentrl.gateway.serve import serve_gateway_from_overrides
+
+    return serve_gateway_from_overrides(args.overrides)
+
+
 def _cmd_view(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -117,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("rollout", "run the agent loop over a recipe's data and save trajectories", _cmd_rollout),
         ("eval", "evaluate a policy on a recipe's held-out data", _cmd_eval),
         ("serve", "start a rollout server: backend=hf|vllm|sglang model=... port=...", _cmd_serve),
+        ("gateway", "serve a policy to any OpenAI-speaking agent, recording its sessions", _cmd_gateway),
     ]:
         add(name, help_, handler).add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
 

@@ -1,9 +1,12 @@
 """The gateway's HTTP routes (aiohttp, in the event loop of the run's rollout client).
 
 Per session, under `/s/<session>/v1`: `POST /chat/completions` (tools, `tool_choice`, `n=1`, `stream` true or
-false), `GET /models`. Errors have OpenAI's shape, so SDK clients raise them as usual: 400 for a request the
-gateway cannot read or a budget the session hit (`code` names it), 404 for an unknown or closed session, 502
-when no rollout server could answer.
+false), `GET /models`; the bare `/v1/chat/completions` is the session named `default`. With sessions opened on
+demand (`agentrl gateway`), `POST /s/<session>/close` ends one and saves its trajectory.
+
+Errors have OpenAI's shape, so SDK clients raise them as usual: 400 for a request the gateway cannot read or a
+budget the session hit (`code` names it), 404 for an unknown or closed session, 502 when no rollout server could
+answer.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from agentrl.loops.protocols import TokenGenerator
 from agentrl.rollout.errors import RolloutError
 
 STREAM_PIECE_CHARS = 16
+DEFAULT_SESSION = "default"
+"""The session of calls to the gateway's bare `/v1` (`agentrl gateway` opens it on demand)."""
 
 
 def error_response(status: int, message: str, type_: str, code: str | None = None) -> web.Response:
@@ -32,12 +37,16 @@ def error_response(status: int, message: str, type_: str, code: str | None = Non
 
 
 def build_app(
-    sessions: Callable[[str], GatewaySession | None], llm: Callable[[], TokenGenerator], model_name: str
+    sessions: Callable[[str], GatewaySession | None],
+    llm: Callable[[], TokenGenerator],
+    model_name: str,
+    close: Callable[[str], GatewaySession | None] | None = None,
 ) -> web.Application:
-    """The routes, over `sessions` (session id -> session) and the rollout client `llm()`."""
+    """The routes, over `sessions` (session id -> session), the rollout client `llm()` and, when given, `close`
+    (session id -> the closed session), which adds `POST /s/<session>/close`."""
 
     async def chat_completions(request: web.Request) -> web.StreamResponse:
-        session = sessions(request.match_info["session"])
+        session = sessions(request.match_info.get("session", DEFAULT_SESSION))
         if session is None:
             return error_response(404, "unknown session: use the base URL your trajectory was given", "NotFound")
         try:
@@ -63,10 +72,20 @@ def build_app(
             {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "agentrl"}]}
         )
 
+    async def close_session(request: web.Request) -> web.Response:
+        assert close is not None
+        session = close(request.match_info["session"])
+        if session is None:
+            return error_response(404, "unknown session", "NotFound")
+        return web.json_response({"id": session.id, "calls": len(session.recorder.calls)})
+
     app = web.Application(client_max_size=64 * 1024**2)
     app.router.add_post("/s/{session}/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)  # the default session, when one is served
     app.router.add_get("/s/{session}/v1/models", models)
     app.router.add_get("/v1/models", models)
+    if close is not None:
+        app.router.add_post("/s/{session}/close", close_session)
     return app
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -29,6 +30,11 @@ class Gateway:
         tool_parser: the format tool calls are parsed from (`agent.tool_parser`).
         host: interface to bind; 127.0.0.1 unless agents run on other hosts.
         port: port to bind; 0 picks a free one.
+        on_demand: open a session at the first call to an unknown session name (with `session_options`), and
+            serve `POST /s/<name>/close`; for serving a policy to agents that were given a URL by hand
+            (`agentrl gateway`). Off for training, where only the URLs handed out are valid.
+        on_close: called with each session closed (e.g. to save its trajectory).
+        session_options: `open_session` arguments of on-demand sessions.
     """
 
     def __init__(
@@ -40,10 +46,15 @@ class Gateway:
         tool_parser: str | ToolCallParser = "hermes",
         host: str = "127.0.0.1",
         port: int = 0,
+        on_demand: bool = False,
+        on_close: Callable[[GatewaySession], None] | None = None,
+        session_options: dict[str, Any] | None = None,
     ) -> None:
         self.llm, self.tokenizer, self.model_name = llm, tokenizer, model_name
         self.parser = get_parser(tool_parser)
         self.host, self.port = host, port
+        self.on_demand, self.on_close = on_demand, on_close
+        self.session_options = session_options or {}
         self.sessions: dict[str, GatewaySession] = {}
         self._runner: web.AppRunner | None = None
 
@@ -56,7 +67,9 @@ class Gateway:
 
     async def start(self) -> None:
         """Bind and serve (in the current event loop)."""
-        app = build_app(self.sessions.get, lambda: self.llm, self.model_name)
+        lookup = self._lookup if self.on_demand else self.sessions.get
+        close = self._close_by_id if self.on_demand else None
+        app = build_app(lookup, lambda: self.llm, self.model_name, close)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -64,9 +77,9 @@ class Gateway:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
-        """Stop serving; open sessions are closed."""
-        for session in self.sessions.values():
-            session.closed = True
+        """Stop serving; open sessions are closed (and handed to `on_close`)."""
+        for session in list(self.sessions.values()):
+            self.close_session(session)
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
@@ -85,6 +98,7 @@ class Gateway:
         trajectory_id: str = "",
         sampling: SamplingParams | None = None,
         limits: SessionLimits | None = None,
+        session_id: str | None = None,
         **options: Any,
     ) -> GatewaySession:
         """A new session: give its agent `session.base_url` (an unguessable URL that sees only this session).
@@ -93,16 +107,30 @@ class Gateway:
             trajectory_id: id of the session's first step sample.
             sampling: the run's sampling settings.
             limits: the trajectory's budgets.
+            session_id: the id in its URL (default: an unguessable one).
             **options: `honour_request_sampling`, `resume_aborted` (see `GatewaySession`).
         """
         recorder = SessionRecorder(self.tokenizer, self.parser, trajectory_id)
         session = GatewaySession(recorder, sampling or SamplingParams(), limits or SessionLimits(), **options)
+        if session_id is not None:
+            session.id = session_id
         session.base_url = f"{self.url}/s/{session.id}/v1"
         self.sessions[session.id] = session
         return session
 
     def close_session(self, session: GatewaySession) -> GatewaySession:
         """End `session`: its URL answers 404 from now on; returns it with everything it recorded."""
+        if self.sessions.pop(session.id, None) is not None and self.on_close is not None:
+            self.on_close(session)
         session.closed = True
-        self.sessions.pop(session.id, None)
         return session
+
+    def _lookup(self, session_id: str) -> GatewaySession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.open_session(session_id, session_id=session_id, **self.session_options)
+        return session
+
+    def _close_by_id(self, session_id: str) -> GatewaySession | None:
+        session = self.sessions.get(session_id)
+        return None if session is None else self.close_session(session)

@@ -94,3 +94,29 @@ async def test_a_dropped_message_makes_exact_step_samples_and_the_sync_client_wo
     for step in (first, second):
         report = check_drift(default_tokenizer, step)
         assert report.kind != "template", str(report)
+
+
+async def test_agentrl_gateway_serves_sessions_and_saves_them_for_the_viewer(hf_server_url, tmp_path):
+    from agentrl.config import load_config
+    from agentrl.gateway.serve import GatewayOptions, serve_gateway
+    from agentrl.types import Trajectory
+    from agentrl.viewer import build_viewer
+
+    cfg = load_config(overrides=["recipe=quickstart", f"rollout.urls=[{hf_server_url}]", f"output_dir={tmp_path}"])
+    ready, stop = asyncio.get_running_loop().create_future(), asyncio.Event()
+    serving = asyncio.ensure_future(serve_gateway(cfg, GatewayOptions(port=0), ready, stop))
+    url = await asyncio.wait_for(ready, 120)
+    for base in (f"{url}/v1", f"{url}/s/agent-2/v1"):
+        sdk = openai.AsyncOpenAI(base_url=base, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "Say only the word kettle."}]
+        first = await sdk.chat.completions.create(model="default", messages=messages, max_tokens=8, temperature=0)
+        messages += [first.choices[0].message.model_dump(), {"role": "user", "content": "Again."}]
+        await sdk.chat.completions.create(model="default", messages=messages, max_tokens=8, temperature=0)
+    stop.set()
+    out = await serving
+    lines = (out / "trajectories.jsonl").read_text().splitlines()
+    trajectories = sorted((Trajectory.model_validate_json(line) for line in lines), key=lambda t: t.id)
+    assert [t.id for t in trajectories] == ["agent-2", "default"]
+    assert all(t.num_turns == 2 and t.metrics["gateway/prefix_reuse_rate"] == 1.0 for t in trajectories)
+    page = build_viewer(out, tokenizer=None)
+    assert "agent-2" in page.read_text()

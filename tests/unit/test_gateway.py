@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import openai
 import pytest
 
@@ -220,3 +221,34 @@ async def test_requests_the_gateway_cannot_serve_get_a_clear_400(tokenizer):
         image = [{"type": "image_url", "image_url": {"url": "data:,"}}]
         with pytest.raises(openai.BadRequestError, match="text parts only"):
             await llm.chat.completions.create(model="p", messages=[{"role": "user", "content": image}])
+
+
+def test_gateway_command_options_are_split_from_the_config_overrides():
+    from agentrl.errors import UserError
+    from agentrl.gateway.serve import parse_gateway_overrides
+
+    opts, rest = parse_gateway_overrides(["recipe=quickstart", "gateway.port=9001", "gateway.host=0.0.0.0"])
+    assert (opts.host, opts.port, rest) == ("0.0.0.0", 9001, ["recipe=quickstart"])
+    with pytest.raises(UserError, match="gateway.host and gateway.port"):
+        parse_gateway_overrides(["gateway.prot=1"])
+    with pytest.raises(UserError, match="port number"):
+        parse_gateway_overrides(["gateway.port=http"])
+
+
+async def test_on_demand_sessions_are_saved_when_closed_or_at_shutdown(tokenizer):
+    from agentrl.gateway.serve import session_trajectory
+
+    saved = []
+    policy = ScriptedPolicy(tokenizer, ["one", "two"])
+    async with Gateway(policy, tokenizer, on_demand=True, on_close=saved.append) as gateway:
+        named = openai.AsyncOpenAI(base_url=f"{gateway.url}/s/mine/v1", api_key="x", max_retries=0)
+        bare = openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key="x", max_retries=0)
+        await named.chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}])
+        await bare.chat.completions.create(model="p", messages=[{"role": "user", "content": "hello"}])
+        async with httpx.AsyncClient() as http:
+            closed = await http.post(f"{gateway.url}/s/mine/close")
+        assert closed.json() == {"id": "mine", "calls": 1} and [s.id for s in saved] == ["mine"]
+    assert [s.id for s in saved] == ["mine", "default"]
+    traj = session_trajectory(saved[1])
+    assert traj is not None and traj.id == "default" and traj.stop_reason == "done" and traj.num_turns == 1
+    assert check_drift(tokenizer, traj).ok
