@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import openai
 import pytest
@@ -128,3 +129,12 @@ def test_the_options_say_what_to_set():
         assert "set exactly one of agent.kwargs.entry_point (a callable) or agent.kwargs.command" in problem
     with pytest.raises(UserError, match="exactly one of"):
         OpenAIAgentLoop(AgentConfig(name="openai_agent"))
+
+
+def test_the_readme_example_agent_runs_through_openai_agent(tokenizer, tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = readme.split("```python\n# my_agent.py")[1].split("```")[0]
+    (tmp_path / "my_agent.py").write_text("# my_agent.py" + code)
+    traj, _ = run_agent(tokenizer, ["It is a kettle.", "kettle"], entry_point=f"{tmp_path}/my_agent.py:run")
+    assert traj.metadata["agent_result"] == "kettle" and traj.stop_reason == StopReason.DONE
+    assert traj.num_turns == 2 and check_drift(tokenizer, traj).ok
