@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.gateway.messages import MessageKey, assistant_message, message_key, to_message
-from agentrl.loops.builder import TrajectoryBuilder
+from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
 from agentrl.loops.protocols import Generation, Tokenizer
 from agentrl.tools.parsers import ToolCallParser
 from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot
@@ -104,9 +104,9 @@ class SessionRecorder:
         if retried:  # the last call failed before generating: its prompt stands as is
             extends = self.calls[-1].prefix_matched
         elif extends:
-            assert self._builder is not None
-            new = [to_message(m) for m in messages[len(self._view) :]]
-            self._builder.add_messages(new, add_generation_prompt=True)
+            extends = self._extend([to_message(m) for m in messages[len(self._view) :]])
+            if not extends:  # the template does not render the longer conversation as an extension
+                self._start_step(messages, tools)
         else:
             self._start_step(messages, tools)
         assert self._builder is not None
@@ -140,6 +140,14 @@ class SessionRecorder:
         self._view.append(key)
         self._raw_replies[key] = raw
         return Reply(message, reason, len(call.prompt_ids), len(call.output_ids))
+
+    def _extend(self, new: list[Message]) -> bool:
+        assert self._builder is not None
+        try:
+            self._builder.add_messages(new, add_generation_prompt=True)
+        except TemplateBoundaryError:
+            return False
+        return True
 
     def _start_step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
         index = len(self.steps)

@@ -60,3 +60,38 @@ async def test_the_turn_budget_stops_mini_swe_agent(task, default_tokenizer, tmp
         (traj,) = await manager.run([task.to_sample(agent_name="openai_agent")])
     assert traj.stop_reason is StopReason.MAX_TURNS and len(policy.calls) == 2
     assert traj.metadata["model_patch"] == ""
+
+
+def test_train_mini_swe_agent_for_two_steps_with_the_real_model(hf_server_url, task, tmp_path, no_leftovers):
+    """`agentrl train recipe=mini_swe_agent` end to end: the real model drives the unmodified agent in real task
+    containers; the trajectories hold its turns, open in the viewer, and no container is left."""
+    from agentrl.cli import main
+    from agentrl.viewer import build_viewer
+    from tests.integration.test_train_real import step_trajectories
+
+    args = [
+        "train",
+        "recipe=mini_swe_agent",
+        f"rollout.urls=[{hf_server_url}]",
+        "trainer.steps=2",
+        "data.batch_size=1",
+        "rollout.n=2",
+        "rollout.max_tokens=48",
+        "agent.max_turns=2",
+        "data.eval_files=[]",
+        "trainer.skip_zero_advantage=false",
+        f"output_dir={tmp_path}",
+    ]
+    assert main(args) == 0
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "train/rows_trained" in m]
+    assert [m["step"] for m in steps] == [1, 2] and all(m["train/rows_trained"] >= 2 for m in steps)
+    trajectories = step_trajectories(tmp_path, 1) + step_trajectories(tmp_path, 2)
+    assert len(trajectories) == 4
+    for traj in trajectories:
+        assert not traj.failed, (traj.stop_reason, traj.error)
+        assert traj.num_turns >= 1 and traj.num_generated_tokens > 0
+        assert "Please solve this issue" in str(traj.messages[1].content)  # mini-swe-agent's own prompt
+        assert "instance_id" in traj.metadata and "resolved" in traj.reward_details
+    page = build_viewer(tmp_path, tokenizer=None).read_text()
+    assert "Please solve this issue" in page and trajectories[0].id in page

@@ -252,3 +252,23 @@ async def test_on_demand_sessions_are_saved_when_closed_or_at_shutdown(tokenizer
     traj = session_trajectory(saved[1])
     assert traj is not None and traj.id == "default" and traj.stop_reason == "done" and traj.num_turns == 1
     assert check_drift(tokenizer, traj).ok
+
+
+async def test_a_template_that_rewrites_earlier_turns_gets_a_new_step_not_an_error(tokenizer):
+    import copy
+
+    marking = copy.deepcopy(tokenizer)  # a template that marks the last message: earlier renderings change
+    marking.chat_template = tokenizer.chat_template.replace(
+        "message['content'] + '<|im_end|>'", "message['content'] + ('!' if loop.last else '') + '<|im_end|>'"
+    )
+    policy = ScriptedPolicy(marking, ["one", "two"])
+    async with Gateway(policy, marking) as gateway:
+        session = gateway.open_session()
+        messages = [{"role": "user", "content": "hi"}]
+        reply = await client(session).chat.completions.create(model="p", messages=messages)
+        messages += [reply.choices[0].message.model_dump(), {"role": "user", "content": "more"}]
+        second = await client(session).chat.completions.create(model="p", messages=messages)
+    assert second.choices[0].message.content == "two"
+    assert [c.step for c in session.recorder.calls] == [0, 1]
+    rendered = [Message(role=m["role"], content=m["content"]) for m in messages]
+    assert policy.calls[1] == encode(marking, render(marking, rendered, add_generation_prompt=True))
