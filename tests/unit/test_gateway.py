@@ -272,3 +272,32 @@ async def test_a_template_that_rewrites_earlier_turns_gets_a_new_step_not_an_err
     assert [c.step for c in session.recorder.calls] == [0, 1]
     rendered = [Message(role=m["role"], content=m["content"]) for m in messages]
     assert policy.calls[1] == encode(marking, render(marking, rendered, add_generation_prompt=True))
+
+
+async def test_a_generation_a_weight_push_aborts_resumes_from_its_prefix(tokenizer):
+    from agentrl.loops.testing import ScriptedOutput
+
+    class PushedMidTurn:
+        """Aborts the first generation after 'Hello' (a weight push), then finishes it on version 1."""
+
+        def __init__(self) -> None:
+            self.prompts: list[list[int]] = []
+
+        async def generate(self, prompt_ids, sampling, session_id=None):
+            self.prompts.append(list(prompt_ids))
+            if len(self.prompts) == 1:
+                ids = tokenizer.encode("Hello", add_special_tokens=False)
+                return ScriptedOutput(ids, [-0.1] * len(ids), "abort", policy_version=0)
+            ids = [*tokenizer.encode(" world", add_special_tokens=False), tokenizer.eos_token_id]
+            return ScriptedOutput(ids, [-0.2] * len(ids), "stop", policy_version=1)
+
+    policy = PushedMidTurn()
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session(resume_aborted=True)
+        reply = await client(session).chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content == "Hello world"
+    first, second = policy.prompts
+    assert second == first + tokenizer.encode("Hello", add_special_tokens=False)  # the exact prefix
+    (trajectory,) = session.recorder.steps
+    assert [s.policy_version for s in trajectory.segments if s.trainable] == [0, 1]
+    assert session.metrics["rollout/resumed_generations"] == 1.0 and check_drift(tokenizer, trajectory).ok
