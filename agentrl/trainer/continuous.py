@@ -56,7 +56,7 @@ class ContinuousCollector:
         self.rollout_seed = rollout_seed
         self.started = 0
         """Groups admitted so far."""
-        self._ready: asyncio.Queue[list[Trajectory]] = asyncio.Queue()
+        self._ready: asyncio.Queue[list[Trajectory] | BaseException] = asyncio.Queue()
         self._changed = asyncio.Condition()
         self._slots = asyncio.Semaphore(max(1, max_groups_in_flight))
         self._groups: set[asyncio.Task[None]] = set()
@@ -92,7 +92,7 @@ class ContinuousCollector:
     async def next_batch(self, step: int) -> CollectedBatch:
         """The next `batch_size` complete, scored groups (waits for them)."""
         started = time.perf_counter()
-        groups = [await self._ready.get() for _ in range(self.batch_size)]
+        groups = [await self._next_group() for _ in range(self.batch_size)]
         generated = [traj for group in groups for traj in group]
         for traj in generated:
             traj.metadata["step"] = step
@@ -102,10 +102,18 @@ class ContinuousCollector:
         timings = {"rollout_s": waited, "reward_s": 0.0}
         return CollectedBatch(step, train_on, generated, self.cursor.state(), timings, metrics)
 
+    async def _next_group(self) -> list[Trajectory]:
+        group = await self._ready.get()
+        if isinstance(group, BaseException):
+            raise RuntimeError(f"a rollout group failed outside the agent loop: {group!r}") from group
+        return group
+
     async def _group(self, sample: Sample, seed: int | None) -> None:
         try:
             trajectories = await self.manager.run([sample], seed=seed)
             await score_rollout(self.rewards, self.trainer, trajectories, [sample])
             await self._ready.put(trajectories)
+        except Exception as error:  # handed to the trainer, which stops the run with it
+            await self._ready.put(error)
         finally:
             self._slots.release()

@@ -23,6 +23,7 @@ class FakeManager:
         out = []
         for k in range(2):
             traj = Trajectory(group_id=f"g-{sample.id}", sample_index=k, agent_name="x")
+            traj.metadata["sample_position"] = 0
             traj.stop_reason = StopReason.ERROR if sample.id == "broken" and k == 0 else StopReason.DONE
             out.append(traj)
         return out
@@ -79,5 +80,22 @@ async def test_failed_trajectories_are_kept_for_the_record_but_not_trained():
     producer = asyncio.create_task(c.run())
     batch = await c.next_batch(1)
     assert len(batch.generated) == 2 and len(batch.trajectories) == 1 and batch.generated[0].reward is None
+    producer.cancel()
+    await asyncio.gather(producer, return_exceptions=True)
+
+
+async def test_a_group_that_fails_outside_the_agent_loop_stops_the_step_instead_of_hanging():
+    class BrokenRewards:
+        async def ascore_batch(self, trajectories, samples):
+            raise ValueError("reward function bug")
+
+    trainer = TrainerConfig(max_staleness=0)
+    c = ContinuousCollector(FakeManager({}), BrokenRewards(), SAMPLES, 1, trainer, lambda: 0, max_groups_in_flight=4)
+    producer = asyncio.create_task(c.run())
+    try:
+        await asyncio.wait_for(c.next_batch(1), timeout=5)
+        raise AssertionError("next_batch returned a batch from a group whose scoring raised")
+    except RuntimeError as error:
+        assert "reward function bug" in repr(error.__cause__)
     producer.cancel()
     await asyncio.gather(producer, return_exceptions=True)
