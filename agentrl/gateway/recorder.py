@@ -27,18 +27,19 @@ class CallRecord:
     """One chat call through the gateway.
 
     Attributes:
-        messages: the request's messages, as the agent sent them.
-        prompt_ids: the prompt the policy saw.
+        num_messages: how many messages the request had.
+        prompt_tokens: the length of the prompt the policy saw (the step sample's first `prompt_tokens` tokens;
+            only lengths are kept, so a long session's records stay linear in its length).
         output_ids: the generated tokens, as the server returned them.
         logprobs: their logprobs.
         policy_version: the weights that generated them.
-        finish_reason: `stop`, `length`, `tool_calls` or `abort`.
+        finish_reason: `stop`, `length` or `tool_calls` (None: the call failed before generating).
         step: the step sample it belongs to.
         prefix_matched: the request extended the recorded conversation (its earlier tokens were reused).
     """
 
-    messages: list[dict[str, Any]]
-    prompt_ids: list[int]
+    num_messages: int
+    prompt_tokens: int
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
     policy_version: int | None = None
@@ -100,9 +101,12 @@ class SessionRecorder:
             and len(keys) > len(self._view)
             and keys[: len(self._view)] == self._view
         )
-        retried = bool(self.calls) and not self.calls[-1].output_ids and keys == self._view
-        if retried:  # the last call failed before generating: its prompt stands as is
-            extends = self.calls[-1].prefix_matched
+        failed_before = bool(self.calls) and not self.calls[-1].output_ids
+        if failed_before and keys == self._view and tools_key == self._tools_key:
+            extends = self.calls[-1].prefix_matched  # an exact retry of a call that failed: its prompt stands
+        elif failed_before:  # the recorded prompt ends in the failed call's generation prompt: start over
+            extends = False
+            self._start_step(messages, tools)
         elif extends:
             extends = self._extend([to_message(m) for m in messages[len(self._view) :]])
             if not extends:  # the template does not render the longer conversation as an extension
@@ -112,14 +116,20 @@ class SessionRecorder:
         assert self._builder is not None
         self._view, self._tools_key = keys, tools_key
         prompt_ids = list(self._builder.trajectory.token_ids)
-        self.calls.append(
-            CallRecord(messages=list(messages), prompt_ids=prompt_ids, step=len(self.steps) - 1, prefix_matched=extends)
-        )
+        step = len(self.steps) - 1
+        self.calls.append(CallRecord(len(messages), len(prompt_ids), step=step, prefix_matched=extends))
         return prompt_ids
 
-    def record(self, pieces: list[tuple[list[int], list[float] | None, int | None]], finish_reason: str) -> Reply:
+    def record(
+        self,
+        pieces: list[tuple[list[int], list[float] | None, int | None]],
+        finish_reason: str,
+        parse_tool_calls: bool = True,
+    ) -> Reply:
         """Append the generation of the last `prompt` call (in pieces, when weight pushes interrupted it) and
-        build the reply: text and parsed tool calls."""
+        build the reply: its text, and the tool calls parsed from it when `parse_tool_calls` (the request
+        offered tools and did not say `tool_choice: none`). A generation a weight push cut short answers
+        `length`, the OpenAI reason for a reply that stopped before it was done."""
         assert self._builder is not None, "prompt() comes first"
         call = self.calls[-1]
         raw = self._builder.add_generation_pieces(pieces)
@@ -128,18 +138,19 @@ class SessionRecorder:
         call.logprobs = logprobs if len(logprobs) == len(call.output_ids) else None
         call.policy_version = pieces[-1][2]
         self._builder.trajectory.num_turns += 1
-        parsed = self.parser.parse(raw)
+        parsed = self.parser.parse(raw) if parse_tool_calls else None
         calls = [
             type(c)(id=f"call_{len(self.calls) - 1}_{i}", name=c.name, arguments=c.arguments, raw=c.raw)
-            for i, c in enumerate(parsed.calls)
+            for i, c in enumerate(parsed.calls if parsed else [])
         ]
-        reason = "tool_calls" if calls and finish_reason == "stop" else finish_reason
+        reason = "length" if finish_reason == "abort" else finish_reason
+        reason = "tool_calls" if calls and reason == "stop" else reason
         call.finish_reason = reason
-        message = assistant_message(parsed.content if calls else raw, calls)
+        message = assistant_message(parsed.content if parsed and calls else raw, calls)
         key = message_key(message)
         self._view.append(key)
         self._raw_replies[key] = raw
-        return Reply(message, reason, len(call.prompt_ids), len(call.output_ids))
+        return Reply(message, reason, call.prompt_tokens, len(call.output_ids))
 
     def _extend(self, new: list[Message]) -> bool:
         assert self._builder is not None
@@ -150,6 +161,8 @@ class SessionRecorder:
         return True
 
     def _start_step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        if self.steps and not any(c.output_ids for c in self.calls if c.step == len(self.steps) - 1):
+            self.steps.pop()  # the current step sample only holds a failed call's prompt: nothing to train on
         index = len(self.steps)
         trajectory = Trajectory(id=self.trajectory_id if index == 0 else f"{self.trajectory_id}-step{index}")
         trajectory.metadata["gateway_step"] = index

@@ -15,6 +15,9 @@ from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.tools.parsers import ToolCallParser, get_parser
 
+SHUTDOWN_TIMEOUT_S = 5.0
+"""How long `stop` lets calls in flight finish before cancelling them."""
+
 
 class Gateway:
     """Serves `/s/<session>/v1/chat/completions` for agents that only know "an OpenAI-compatible endpoint".
@@ -70,19 +73,20 @@ class Gateway:
         lookup = self._lookup if self.on_demand else self.sessions.get
         close = self._close_by_id if self.on_demand else None
         app = build_app(lookup, lambda: self.llm, self.model_name, close)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
-        """Stop serving; open sessions are closed (and handed to `on_close`)."""
-        for session in list(self.sessions.values()):
-            self.close_session(session)
+        """Stop serving, then close the open sessions (and hand each to `on_close`): calls still in flight end
+        before the sessions are handed over, so a saved trajectory never changes afterwards."""
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        for session in list(self.sessions.values()):
+            self.close_session(session)
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -119,10 +123,11 @@ class Gateway:
         return session
 
     def close_session(self, session: GatewaySession) -> GatewaySession:
-        """End `session`: its URL answers 404 from now on; returns it with everything it recorded."""
+        """End `session`: its URL answers 404 from now on, and a call still generating is refused rather than
+        recorded; returns it with everything it recorded."""
+        session.closed = True
         if self.sessions.pop(session.id, None) is not None and self.on_close is not None:
             self.on_close(session)
-        session.closed = True
         return session
 
     def _lookup(self, session_id: str) -> GatewaySession:

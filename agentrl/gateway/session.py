@@ -35,6 +35,24 @@ class SessionLimits:
     max_wall_s: float | None = None
 
 
+def _read_request(request: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The request's messages and tools, or ValueError saying what is malformed (the agent gets a 400)."""
+    if not isinstance(request, dict):
+        raise ValueError("the request body must be a JSON object (a chat-completions request)")
+    if request.get("n", 1) != 1:
+        raise ValueError("the gateway returns one choice per call: n must be 1")
+    messages, tools = request.get("messages"), request.get("tools")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise ValueError("`messages` must be a non-empty list of message objects")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+        raise ValueError("`tools` must be a list of tool objects")
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = request.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"`{key}` must be a positive integer, got {value!r}")
+    return messages, tools
+
+
 class BudgetExceeded(Exception):
     """A call the session's budgets refuse; the session ends with `reason`."""
 
@@ -85,15 +103,17 @@ class GatewaySession:
             BudgetExceeded: a budget refuses the call (the session then ends with that stop reason).
             ValueError: the request cannot be read.
         """
-        if request.get("n", 1) != 1:
-            raise ValueError("the gateway returns one choice per call: n must be 1")
+        messages, tools = _read_request(request)
         async with self.lock:
             self._check_open()
             self._check_turns_and_time()
-            prompt = self.recorder.prompt(request.get("messages") or [], request.get("tools"))
+            prompt = self.recorder.prompt(messages, tools)
             sampling = self._sampling(request, len(prompt))
             pieces, finish = await self._generate(llm, prompt, sampling)
-            return self.recorder.record(pieces, finish)
+            if self.closed:  # the trajectory was handed over while this call generated: it must not change
+                raise SessionClosed("this session ended while the call was generating; start a new one")
+            use_tools = bool(tools) and request.get("tool_choice") != "none"
+            return self.recorder.record(pieces, finish, parse_tool_calls=use_tools)
 
     def end(self, reason: StopReason, message: str = "") -> None:
         """End the session with `reason` (later calls are refused with `message`)."""

@@ -23,6 +23,7 @@ import contextlib
 import inspect
 import json
 import os
+import signal
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -33,8 +34,11 @@ from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext
 from agentrl.registry import import_object
 from agentrl.sandbox.blocking import BlockingSandbox
+from agentrl.tools.threads import run_in_daemon_thread
 from agentrl.types import Sample, StopReason, Trajectory
 
+DEADLINE_GRACE_S = 5.0
+"""The agent runs this long past `timeout_s` before it is cancelled: the gateway refuses its calls first."""
 RESULT_CHARS = 20_000
 """Stdout of a command agent kept as its result, at most (the tail)."""
 
@@ -72,20 +76,26 @@ class OpenAIAgentLoop(AgentLoopBase):
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: OpenAIAgentOptions = self.options
-        async with self._session(ctx) as session, self._sandbox(sample, ctx):
+        # the sandbox opens first, so a task container's start does not count against the agent's time budget
+        async with self._sandbox(sample, ctx), self._session(ctx) as session:
+            deadline = asyncio.timeout(self._deadline(options))
             try:
-                result = await asyncio.wait_for(self._run_agent(session, sample, ctx), self._deadline(options))
+                async with deadline:
+                    result = await self._run_agent(session, sample, ctx)
                 ctx.trajectory.metadata["agent_result"] = result
                 stop, error = StopReason.DONE, None
-            except TimeoutError:
-                session.end(StopReason.TIME_BUDGET, f"the agent ran past its {options.timeout_s:g} s budget")
-                stop, error = StopReason.TIME_BUDGET, None
+            except TimeoutError as exc:
+                if not deadline.expired():  # the agent's own timeout (a tool, an HTTP call): its failure
+                    stop, error = StopReason.ERROR, f"the agent raised {type(exc).__name__}: {exc}"
+                else:
+                    session.end(StopReason.TIME_BUDGET, f"the agent ran past its {options.timeout_s:g} s budget")
+                    stop, error = StopReason.TIME_BUDGET, None
             except Exception as exc:  # the agent's own failure: keep what it generated
                 stop, error = StopReason.ERROR, f"the agent raised {type(exc).__name__}: {exc}"
         return self._trajectory(ctx, session, session.stop_reason or stop, error)
 
     def _deadline(self, options: OpenAIAgentOptions) -> float | None:
-        return None if options.timeout_s is None else options.timeout_s + 5.0  # the gateway refuses calls first
+        return None if options.timeout_s is None else options.timeout_s + DEADLINE_GRACE_S
 
     async def _run_agent(self, session: GatewaySession, sample: Sample, ctx: AgentContext) -> Any:
         options: OpenAIAgentOptions = self.options
@@ -97,7 +107,9 @@ class OpenAIAgentLoop(AgentLoopBase):
             return await agent(**kwargs)
         if ctx.sandbox is not None:  # a sync agent runs in a thread: it gets blocking calls into the sandbox
             kwargs["sandbox"] = BlockingSandbox(ctx.sandbox, asyncio.get_running_loop())
-        result = await asyncio.to_thread(agent, **kwargs)
+        # its own thread, not the loop's small shared executor: hundreds of agents run at once, and one the
+        # time budget abandons must not hold a slot the others need
+        result = await run_in_daemon_thread(agent, **kwargs)
         return await result if inspect.isawaitable(result) else result
 
     async def _run_command(self, options: OpenAIAgentOptions, session: GatewaySession, sample: Sample) -> str:
@@ -110,13 +122,18 @@ class OpenAIAgentLoop(AgentLoopBase):
             "AGENTRL_SAMPLE": sample.model_dump_json(),
         }
         process = await asyncio.create_subprocess_shell(
-            options.command or "", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            options.command or "",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group: a budget kills the agent and what it started
         )
         try:
             stdout, stderr = await process.communicate()
         except asyncio.CancelledError:
             with contextlib.suppress(ProcessLookupError):
-                process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
+            await asyncio.shield(process.wait())
             raise
         if process.returncode != 0:
             tail = stderr.decode(errors="replace")[-2000:]
@@ -189,9 +206,10 @@ class OpenAIAgentLoop(AgentLoopBase):
         assert self._gateway_lock is not None
         async with self._gateway_lock:
             self._open -= 1
-            if self._open == 0 and self._gateway is not None:
-                gateway, self._gateway = self._gateway, None
-                await gateway.stop()
+            if self._open != 0 or self._gateway is None:
+                return
+            gateway, self._gateway = self._gateway, None
+        await gateway.stop()  # outside the lock: a trajectory starting meanwhile opens a new gateway at once
 
     def _trajectory(
         self, ctx: AgentContext, session: GatewaySession, stop: StopReason, error: str | None
@@ -201,7 +219,8 @@ class OpenAIAgentLoop(AgentLoopBase):
         recorder = session.recorder
         if recorder.steps:
             *earlier, last = recorder.steps
-            traj.segments, traj.messages = last.segments, last.messages
+            # copies: the session is closed, but the trajectory must not share lists with anything still live
+            traj.segments, traj.messages = [s.model_copy(deep=True) for s in last.segments], list(last.messages)
             traj.earlier_steps = earlier
             traj.num_turns = sum(1 for call in recorder.calls if call.output_ids)
         traj.stop_reason = stop if recorder.steps or stop != StopReason.DONE else StopReason.ERROR

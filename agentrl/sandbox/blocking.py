@@ -41,4 +41,17 @@ class BlockingSandbox:
         return self._wait(self.sandbox.read_file(path))
 
     def _wait(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if _running_loop() is self.loop:
+            coroutine.close()
+            raise RuntimeError(
+                "BlockingSandbox was called on its event loop's own thread, where it would wait forever: "
+                "call it from the agent's worker thread, or use the async sandbox (`await sandbox.exec(...)`)"
+            )
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

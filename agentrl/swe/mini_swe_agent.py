@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from agentrl.sandbox.base import SandboxError
 from agentrl.sandbox.blocking import BlockingSandbox
 from agentrl.types import Sample
 
@@ -35,16 +36,31 @@ FINISHED = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
 class SandboxEnvironment:
-    """mini-swe-agent's `Environment` over an agentrl sandbox (commands run in the sandbox's working folder)."""
+    """mini-swe-agent's `Environment` over an agentrl sandbox (commands run in the sandbox's working folder).
 
-    def __init__(self, sandbox: BlockingSandbox, timeout: int = COMMAND_TIMEOUT_S) -> None:
+    Args:
+        sandbox: the trajectory's sandbox.
+        timeout: seconds per command (the config's `environment.timeout`).
+        env: environment variables of every command (the config's `environment.env`: PAGER=cat and the like).
+    """
+
+    def __init__(
+        self, sandbox: BlockingSandbox, timeout: int = COMMAND_TIMEOUT_S, env: dict[str, str] | None = None
+    ) -> None:
         self.sandbox, self.timeout = sandbox, timeout
+        self.env = {k: str(v) for k, v in (env or {}).items()}
 
     def execute(self, action: dict[str, Any], cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
-        """Run one action's command; raise mini-swe-agent's `Submitted` when the agent submits."""
+        """Run one action's command; raise mini-swe-agent's `Submitted` when the agent submits. A command the
+        sandbox could not run comes back as an observation (returncode -1), as mini-swe-agent's own
+        environments report it."""
         from minisweagent.exceptions import Submitted
 
-        result = self.sandbox.exec(action.get("command", ""), timeout=timeout or self.timeout, workdir=cwd or None)
+        command = action.get("command", "")
+        try:
+            result = self.sandbox.exec(command, timeout=timeout or self.timeout, workdir=cwd or None, env=self.env)
+        except SandboxError as exc:
+            return {"output": "", "returncode": -1, "exception_info": f"the sandbox could not run the command: {exc}"}
         output = result.stdout + result.stderr
         info = f"the command timed out after {timeout or self.timeout} s" if result.timed_out else ""
         lines = output.lstrip().splitlines(keepends=True)
@@ -86,7 +102,9 @@ def run(base_url: str, model: str, sample: Sample, sandbox: BlockingSandbox | No
         "cost_tracking": "ignore_errors",
     }
     agent_settings = {**config.get("agent", {}), "cost_limit": 0.0}
-    agent = DefaultAgent(LitellmTextbasedModel(**model_config), SandboxEnvironment(sandbox), **agent_settings)
+    env_config = config.get("environment") or {}
+    environment = SandboxEnvironment(sandbox, env_config.get("timeout") or COMMAND_TIMEOUT_S, env_config.get("env"))
+    agent = DefaultAgent(LitellmTextbasedModel(**model_config), environment, **agent_settings)
     task = sample.extra_info.get("problem_statement") or _prompt_text(sample)
     result = agent.run(task)
     return {"exit_status": result.get("exit_status", ""), "submission": result.get("submission", "")}

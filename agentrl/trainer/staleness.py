@@ -5,9 +5,16 @@ from __future__ import annotations
 from agentrl.types import Trajectory
 
 
+def generated_versions(traj: Trajectory) -> set[int]:
+    """The policy versions that wrote the trajectory's generated tokens, its earlier step samples' included
+    (an agent behind the gateway that rewrote its history trains on those too)."""
+    parts = [traj, *traj.earlier_steps]
+    return {s.policy_version for t in parts for s in t.segments if s.trainable and s.policy_version is not None}
+
+
 def oldest_version(traj: Trajectory) -> int | None:
     """The oldest policy version among the trajectory's generated segments (None if it generated nothing)."""
-    versions = [s.policy_version for s in traj.segments if s.trainable and s.policy_version is not None]
+    versions = generated_versions(traj)
     return min(versions) if versions else None
 
 
@@ -29,7 +36,7 @@ def split_stale(
 
 def versions_of(traj: Trajectory) -> int:
     """How many policy versions wrote the trajectory's generated tokens (more than 1: a partial rollout)."""
-    return len({s.policy_version for s in traj.segments if s.trainable and s.policy_version is not None})
+    return len(generated_versions(traj))
 
 
 def staleness_metrics(trajectories: list[Trajectory], current_version: int) -> dict[str, float]:

@@ -51,7 +51,8 @@ async def test_a_conversation_resent_by_the_sdk_is_one_token_exact_trajectory(to
     assert [c.prefix_matched for c in session.recorder.calls] == [False, True, True, True, True]
     assert session.recorder.prefix_reuse_rate == 1.0
     for call, prompt in zip(session.recorder.calls, policy.calls, strict=True):
-        assert call.prompt_ids == prompt  # what the policy saw is what was recorded
+        assert call.prompt_tokens == len(prompt)
+        assert trajectory.token_ids[: len(prompt)] == prompt  # what the policy saw is what was recorded
     generated = [t for c in session.recorder.calls for t in c.output_ids]
     assert trainable_ids(trajectory) == generated
     assert trajectory.token_ids[: len(policy.calls[-1])] == policy.calls[-1]
@@ -301,3 +302,91 @@ async def test_a_generation_a_weight_push_aborts_resumes_from_its_prefix(tokeniz
     (trajectory,) = session.recorder.steps
     assert [s.policy_version for s in trajectory.segments if s.trainable] == [0, 1]
     assert session.metrics["rollout/resumed_generations"] == 1.0 and check_drift(tokenizer, trajectory).ok
+
+
+async def test_a_call_still_generating_when_its_session_closes_is_refused_not_recorded(tokenizer):
+    policy = ScriptedPolicy(tokenizer, ["first", "late"], delay_s=0.3)
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session()
+        messages = [{"role": "user", "content": "hi"}]
+        reply = await client(session).chat.completions.create(model="p", messages=messages)
+        messages += [reply.choices[0].message.model_dump(), {"role": "user", "content": "more"}]
+        late = asyncio.create_task(client(session).chat.completions.create(model="p", messages=messages))
+        await asyncio.sleep(0.1)  # generating now
+        gateway.close_session(session)
+        saved = list(session.recorder.steps[0].token_ids)
+        with pytest.raises(openai.NotFoundError, match="ended while the call was generating"):
+            await late
+    assert session.recorder.steps[0].token_ids == saved  # the handed-over trajectory did not change
+    assert [c.output_ids != [] for c in session.recorder.calls] == [True, False]
+
+
+async def test_tool_calls_are_parsed_only_when_the_request_offered_tools(tokenizer):
+    policy = ScriptedPolicy(tokenizer, [CALL, CALL, CALL])
+    async with Gateway(policy, tokenizer) as gateway:
+        llm = client(gateway.open_session())
+        ask = [{"role": "user", "content": "add"}]
+        plain = await llm.chat.completions.create(model="p", messages=ask)
+        refused = await client(gateway.open_session()).chat.completions.create(
+            model="p", messages=ask, tools=[TOOL], tool_choice="none"
+        )
+        offered = await client(gateway.open_session()).chat.completions.create(model="p", messages=ask, tools=[TOOL])
+    for reply in (plain, refused):
+        assert reply.choices[0].message.tool_calls is None and reply.choices[0].message.content == CALL
+        assert reply.choices[0].finish_reason == "stop"
+    assert offered.choices[0].finish_reason == "tool_calls" and len(offered.choices[0].message.tool_calls) == 1
+
+
+async def test_a_generation_cut_by_a_weight_push_answers_length_without_resume(tokenizer):
+    from agentrl.loops.testing import ScriptedOutput
+
+    class Aborting:
+        async def generate(self, prompt_ids, sampling, session_id=None):
+            ids = tokenizer.encode("Hel", add_special_tokens=False)
+            return ScriptedOutput(ids, [-0.1] * len(ids), "abort", policy_version=0)
+
+    async with Gateway(Aborting(), tokenizer) as gateway:
+        reply = await client(gateway.open_session()).chat.completions.create(
+            model="p", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert reply.choices[0].finish_reason == "length"  # an OpenAI finish reason agents know
+
+
+async def test_after_a_failed_call_a_different_request_starts_a_clean_step_sample(tokenizer):
+    from agentrl.rollout.errors import ServerUnavailableError
+
+    policy = ScriptedPolicy(tokenizer, ["one", "two"])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session("traj")
+        messages = [{"role": "user", "content": "hi"}]
+        reply = await client(session).chat.completions.create(model="p", messages=messages)
+        messages += [reply.choices[0].message.model_dump(), {"role": "user", "content": "more"}]
+        policy.fail_with = ServerUnavailableError(["http://replica"])
+        with pytest.raises(openai.APIStatusError):
+            await client(session).chat.completions.create(model="p", messages=messages)
+        policy.fail_with = None
+        changed = [*messages[:-1], {"role": "user", "content": "something else"}]  # not a retry of the same call
+        await client(session).chat.completions.create(model="p", messages=changed)
+    first, second = session.recorder.steps
+    rendered = [Message(role=m["role"], content=m["content"]) for m in changed]
+    assert policy.calls[-1] == encode(tokenizer, render(tokenizer, rendered, add_generation_prompt=True))
+    assert second.token_ids[: len(policy.calls[-1])] == policy.calls[-1]
+    assert "more" not in tokenizer.decode(second.token_ids)  # nothing of the failed call's prompt
+    assert check_drift(tokenizer, first).ok and check_drift(tokenizer, second).ok
+
+
+async def test_malformed_request_bodies_get_a_400_that_says_what_is_wrong(tokenizer):
+    async with Gateway(ScriptedPolicy(tokenizer, ["x"]), tokenizer) as gateway:
+        url = f"{gateway.open_session().base_url}/chat/completions"
+        async with httpx.AsyncClient() as http:
+            cases = {
+                "[1, 2]": "JSON object",
+                '{"messages": "hi"}': "non-empty list of message objects",
+                '{"messages": []}': "non-empty list",
+                '{"messages": [{"role": "user", "content": "hi"}], "tools": {"a": 1}}': "`tools` must be a list",
+                '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"}': "positive integer",
+            }
+            for body, expected in cases.items():
+                answer = await http.post(url, content=body, headers={"Content-Type": "application/json"})
+                assert answer.status_code == 400, body
+                assert expected in answer.json()["error"]["message"], body

@@ -138,3 +138,72 @@ def test_the_readme_example_agent_runs_through_openai_agent(tokenizer, tmp_path)
     traj, _ = run_agent(tokenizer, ["It is a kettle.", "kettle"], entry_point=f"{tmp_path}/my_agent.py:run")
     assert traj.metadata["agent_result"] == "kettle" and traj.stop_reason == StopReason.DONE
     assert traj.num_turns == 2 and check_drift(tokenizer, traj).ok
+
+
+async def agent_with_its_own_timeout(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    raise TimeoutError("the agent's HTTP call timed out")
+
+
+async def sleeping_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    await asyncio.sleep(60)
+    return "never"
+
+
+def test_an_agents_own_timeout_is_its_error_and_the_budget_is_time_budget(tokenizer, monkeypatch):
+    traj, _ = run_agent(tokenizer, ["x"], entry_point=f"{HERE}:agent_with_its_own_timeout")
+    assert traj.stop_reason == StopReason.ERROR and "HTTP call timed out" in (traj.error or "")
+    monkeypatch.setattr("agentrl.loops.openai_agent.DEADLINE_GRACE_S", 0.0)
+    traj, _ = run_agent(tokenizer, ["x"], timeout_s=0.2, entry_point=f"{HERE}:sleeping_agent")
+    assert traj.stop_reason == StopReason.TIME_BUDGET
+
+
+def test_a_command_agent_past_its_budget_is_killed_with_what_it_started(tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setattr("agentrl.loops.openai_agent.DEADLINE_GRACE_S", 0.0)
+    pid_file = tmp_path / "child.pid"
+    command = f"sh -c 'sleep 300 & echo $! > {pid_file}; wait'"
+    traj, _ = run_agent(tokenizer, ["x"], timeout_s=0.5, command=command)
+    assert traj.stop_reason == StopReason.TIME_BUDGET
+    assert not running(int(pid_file.read_text()))  # the agent's own child went with it
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a killed orphan waits for init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+BARRIER_PARTIES = 12
+
+
+def waiting_sync_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    """Blocks until every agent of the batch is running: more than a small shared thread pool holds at once."""
+    _barrier.wait(timeout=10)
+    return "together"
+
+
+def test_sync_agents_each_get_their_own_thread(tokenizer):
+    global _barrier
+    import threading
+
+    _barrier = threading.Barrier(BARRIER_PARTIES)
+    policy = ScriptedPolicy(tokenizer, ["x"])
+    agent = AgentConfig(name="openai_agent", kwargs={"entry_point": f"{HERE}:waiting_sync_agent"})
+    manager = RolloutManager(policy, tokenizer, agent, RolloutConfig(n=1, max_tokens=8, max_concurrency=64))
+    samples = [Sample(prompt=[Message(role="user", content="hi")]) for _ in range(BARRIER_PARTIES)]
+    trajectories = asyncio.run(manager.run(samples))
+    assert [t.metadata.get("agent_result") for t in trajectories] == ["together"] * BARRIER_PARTIES
+
+
+def test_the_blocking_sandbox_refuses_its_own_event_loop_thread():
+    from agentrl.sandbox.blocking import BlockingSandbox
+    from agentrl.sandbox.local import LocalSandbox
+
+    async def main() -> None:
+        blocking = BlockingSandbox(LocalSandbox(), asyncio.get_running_loop())
+        with pytest.raises(RuntimeError, match="event loop's own thread"):
+            blocking.exec("true")
+
+    asyncio.run(main())

@@ -19,7 +19,7 @@ from agentrl.trainer.collect import BatchCollector
 from agentrl.trainer.cursor import DataCursor
 from agentrl.trainer.loop import eval_metrics, prepare_config
 from agentrl.trainer.metrics import rollout_metrics
-from agentrl.trainer.staleness import split_stale, staleness
+from agentrl.trainer.staleness import split_stale, staleness, versions_of
 from agentrl.types import Message, Sample, Segment, StopReason, Trajectory
 
 
@@ -55,6 +55,13 @@ def test_staleness_counts_versions_behind_the_oldest_segment():
     assert staleness(traj_with_versions(), current_version=5) == 0
     fresh, stale = split_stale([traj_with_versions(5), traj_with_versions(2, 5)], 5, max_staleness=1)
     assert [staleness(t, 5) for t in fresh] == [0] and [staleness(t, 5) for t in stale] == [3]
+
+
+def test_staleness_counts_the_earlier_step_samples_of_a_gateway_trajectory():
+    rewritten = traj_with_versions(5)
+    rewritten.earlier_steps = [traj_with_versions(2)]  # trained alongside with the same advantage
+    assert staleness(rewritten, current_version=5) == 3 and versions_of(rewritten) == 2
+    assert split_stale([rewritten], 5, max_staleness=1) == ([], [rewritten])
 
 
 def samples(*words):
