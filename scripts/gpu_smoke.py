@@ -64,11 +64,13 @@ def tiny_model(tokenizer_dir: Path, folder: Path) -> Path:
     return folder
 
 
-def wait_http(url: str, timeout_s: float = 180.0) -> None:
+def wait_http(url: str, process: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the process serving {url} exited with {process.returncode} (see its log)")
         try:
             if httpx.get(url, timeout=2).status_code < 500:
                 return
@@ -87,7 +89,7 @@ def check_hf_server(model: Path, out: Path, device: str) -> dict[str, Any]:
     with open(out / "hf_server.log", "w") as log:
         server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         try:
-            wait_http(f"http://127.0.0.1:{port}/health")
+            wait_http(f"http://127.0.0.1:{port}/health", server)
             body = {
                 "model": "policy",
                 "messages": [{"role": "user", "content": "Say hello."}],
@@ -129,8 +131,8 @@ def check_policy_engine(model: Path, device: str) -> dict[str, Any]:
         losses = [s.get("train/loss", s.get("train/pg_loss")) for s in steps]
         assert all(loss is not None and torch.isfinite(torch.tensor(loss)) for loss in losses), steps
         assert changed > 0, "no weight changed after two steps"
-        device = str(next(iter(after.values())).device)
-        return {"losses": losses, "tensors_changed": changed, "of": len(after), "state_device": device}
+        device = str(next(trainer.engine.model.parameters()).device)
+        return {"losses": losses, "tensors_changed": changed, "of": len(after), "parameters_on": device}
     finally:
         dist.destroy_process_group()
 
@@ -171,7 +173,7 @@ def check_gateway(model: Path, out: Path) -> dict[str, Any]:
     with open(out / "gateway.log", "w") as log:
         gateway = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         try:
-            wait_http(f"http://127.0.0.1:{port}/v1/models", timeout_s=240)
+            wait_http(f"http://127.0.0.1:{port}/v1/models", gateway, timeout_s=240)
             body = {"model": "policy", "messages": [{"role": "user", "content": "Echo: kettle"}], "max_tokens": 8}
             answer = httpx.post(f"http://127.0.0.1:{port}/s/smoke/v1/chat/completions", json=body, timeout=120)
             answer.raise_for_status()
