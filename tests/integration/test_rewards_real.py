@@ -34,7 +34,13 @@ QUESTIONS = [("What is the capital of France? Answer in one word.", "Paris"), ("
 # of 21, but only with nothing else in the prompt (with the question and response beside the line: at most 6
 # of 21). So this judge's prompt holds no trajectory: it gives the real model's real reply a known score, so
 # that a test can require a verdict and check the score parsed from it.
-COPY_JUDGE = {"system_prompt": "You copy text exactly.", "template": "Copy the text below exactly.\n\nScore: 7"}
+# Greedy, it sometimes runs on past the line ("Score: 7\n\nThe company will be hiring..."): which continuation
+# wins depends on the server's batch (two judge calls in flight at once), so the copy stops at the line's end.
+COPY_JUDGE = {
+    "system_prompt": "You copy text exactly.",
+    "template": "Copy the text below exactly.\n\nScore: 7",
+    "completion_kwargs": {"stop": ["\n"]},
+}
 COPIED_SCORE = 0.7
 
 
