@@ -238,8 +238,10 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
     """Partial rollouts on vLLM: the push aborts the running generation (`/pause?mode=abort`), which continues
     from its exact prefix on the new weights; the turn's segments carry both versions.
 
-    The push starts once the turn has a few tokens, and the turn is long enough (about 4 s at this machine's
-    decode rate) that staging the weights cannot outlast it, on a slow or a fast machine alike."""
+    Once the turn has a few tokens the test freezes the server's scheduling (`/pause?mode=keep`), so the turn is
+    still in flight when the push's abort arrives however long staging the weights takes: a timing window (CI
+    runs saw staging outlast a 4 s turn) made the test fail on slow or loaded machines. vLLM's abort ends frozen
+    requests as it ends running ones, and the push's `/resume` lets the continued turn run."""
     import asyncio
 
     from safetensors.torch import load_file
@@ -264,6 +266,7 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
         before = generated_tokens_so_far(server.base_url)
         rolling = asyncio.ensure_future(manager.run([sample]))
         await wait_for_tokens(server.base_url, before, at_least=5)
+        await asyncio.to_thread(server.pause, "keep")
         await asyncio.to_thread(sync.push, state, start + 1)
         (traj,) = await rolling
         sync.close()
