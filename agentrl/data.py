@@ -2,7 +2,9 @@
 
 A row is either agentrl's own shape (`prompt`, `agent_name`, `ground_truth`, `reward_spec`, `extra_info`, ...) or
 verl's (`prompt`, `data_source`, `reward_model: {ground_truth, style}`, `extra_info`, `agent_name`). `prompt` may
-be a list of chat messages or a plain string (one user message).
+be a list of chat messages or a plain string (one user message). Rows of SWE-bench, SWE-smith and R2E-Gym load as
+they ship (their format told by their columns, see `agentrl.swe.formats`): the problem statement is the prompt and
+the task's columns are the extra info.
 """
 
 from __future__ import annotations
@@ -136,8 +138,8 @@ def _to_sample(row: Any, path: Path, index: int) -> Sample:
 def _normalize(row: dict[str, Any], where: str) -> dict[str, Any]:
     """Map verl-style columns onto `Sample` fields."""
     row = dict(row)
-    if "prompt" not in row and "problem_statement" in row and "instance_id" in row:
-        _from_swe_bench(row)
+    if _is_raw_swe_row(row):
+        row = _from_swe_task(row, where)
     if "prompt" not in row:
         raise DatasetError(
             f"{where}: field prompt is missing; give a list of chat messages or a string (SWE-bench rows need "
@@ -161,9 +163,25 @@ def _normalize(row: dict[str, Any], where: str) -> dict[str, Any]:
     return row
 
 
-def _from_swe_bench(row: dict[str, Any]) -> None:
-    """A raw SWE-bench row: the problem statement is the prompt; its columns stay as extra info (the SWE loop
-    reads them there)."""
-    row["prompt"] = str(row["problem_statement"])
-    row.setdefault("id", str(row["instance_id"]))
+def _is_raw_swe_row(row: dict[str, Any]) -> bool:
+    from agentrl.swe.formats import detect
+
+    plain = "prompt" not in row and "problem_statement" in row and "instance_id" in row
+    return plain or ("agent_name" not in row and detect(row) is not None)
+
+
+def _from_swe_task(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """A raw task row: its columns mapped as its dataset's format says (told by its columns, or named by its data
+    source; R2E-Gym's `prompt` column, which holds the fix, dropped), the problem statement as the prompt; the
+    columns stay as extra info (the SWE loop reads them)."""
+    from agentrl.swe.formats import format_of_source, normalize
+    from agentrl.swe.task import TaskError
+
+    try:
+        row = normalize(row, format_of_source(row.get("data_source")), where)
+    except TaskError as exc:
+        raise DatasetError(str(exc)) from None
+    row["prompt"] = str(row.get("problem_statement") or "")
+    row.setdefault("id", str(row.get("instance_id") or ""))
     row.setdefault("data_source", f"swe/{row.get('repo') or 'unknown'}")
+    return row

@@ -1,5 +1,7 @@
 """`swe_tests`: SWE-bench grading as a reward — the trajectory's patch and the task's test patch applied in a
-fresh container of the task's image, FAIL_TO_PASS and PASS_TO_PASS run with a timeout.
+fresh container of the task's image, FAIL_TO_PASS and PASS_TO_PASS run with a timeout. Each row is graded by its
+grader (`agentrl.swe.grading.grader_of`): SWE-bench rows of repositories the official package knows by the
+package's eval script, log parser and grading; agentrl's tasks and others by a pytest run with a JUnit report.
 
 ```yaml
 reward:

@@ -130,6 +130,8 @@ class DockerSandbox(Sandbox):
         workdir_size: str = "512m",
         tmp_size: str = "64m",
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        user: str = f"{UID}:{UID}",
+        read_only: bool = True,
     ) -> DockerSandbox:
         """Start a container (blocking).
 
@@ -145,6 +147,9 @@ class DockerSandbox(Sandbox):
             workdir_size: size cap of the `/work` tmpfs volume.
             tmp_size: size cap of the `/tmp` tmpfs.
             max_output_bytes: bytes kept of each of stdout and stderr.
+            user: who commands run as; `root` only for images whose own scripts need it (SWE-bench's official
+                grading), still with every capability dropped.
+            read_only: mount the image's filesystem read-only (only `/work` and `/tmp` writable).
 
         Raises:
             SandboxError: the engine, the image or the container failed.
@@ -166,7 +171,7 @@ class DockerSandbox(Sandbox):
                 image,
                 command=["python3", "-c", _REAPER],
                 name=name,
-                user=f"{UID}:{UID}",
+                user=user,
                 working_dir=WORKDIR,
                 environment={"HOME": WORKDIR, "LANG": "C.UTF-8"},
                 network_mode="bridge" if network else "none",
@@ -176,7 +181,7 @@ class DockerSandbox(Sandbox):
                 pids_limit=pids_limit,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
-                read_only=True,
+                read_only=read_only,
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={tmp_size},mode=1777"},
                 volumes={name: {"bind": WORKDIR, "mode": "rw"}},
                 labels=labels,

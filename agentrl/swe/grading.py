@@ -1,10 +1,16 @@
 """Grade a patch the SWE-bench way: in a *fresh* container of the task's image, apply the model patch, then the
-test patch, run the test files, and call the task resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes.
+test patch, run the tests, and call the task resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes.
 
 ```python
 result = await grade_patch(task, model_patch)          # GradeResult
 result.resolved, result.f2p_fraction, result.details()
 ```
+
+Two graders, chosen per row, never guessed (`grader_of`):
+
+* `swebench`: the official package's eval script, log parser and grading (`agentrl.swe.official_run`);
+* `pytest`: agentrl's own run, below: pytest over the test files with a JUnit report (the bundled tasks, custom
+  repositories).
 
 Results are cached by (task, patch) for the process: a GRPO group's identical patches (often all empty) and two
 reward components reading the same grading cost one container run.
@@ -25,7 +31,7 @@ from typing import Any
 from agentrl.sandbox.base import SandboxError
 from agentrl.swe.repo import SCRATCH, apply_patch, open_task_sandbox, restore_files, work_repo
 from agentrl.swe.report import Outcome, files_of_tests, new_files, parse_junit, patch_files
-from agentrl.swe.task import SWETask
+from agentrl.swe.task import SWETask, TaskError
 
 REPORT = f"{SCRATCH}/report.xml"
 TEST_COMMAND = (
@@ -109,6 +115,20 @@ def files_to_run(task: SWETask) -> list[str]:
     return list(dict.fromkeys([*patch_files(task.test_patch), *files_of_tests(task.tests)]))
 
 
+def grader_of(task: SWETask) -> str:
+    """How the task is graded: its `grader` (the row's column, or `extra_info.grader`) when it names one; else
+    `swebench` for a row in SWE-bench's format (named, or all its columns) whose log parser the package has; else
+    `pytest` (agentrl's own tasks, SWE-Gym, SWE-smith, custom repositories)."""
+    if task.grader:
+        return task.grader
+    if task.row_format == "swe-bench":
+        from agentrl.swe.official import knows
+
+        if knows(task):
+            return "swebench"
+    return "pytest"
+
+
 async def grade_patch(
     task: SWETask,
     model_patch: str,
@@ -130,8 +150,15 @@ async def grade_patch(
             FAIL_TO_PASS tests were checked to fail on the base commit, as the bundled ones are).
 
     Raises:
+        TaskError: nothing can grade the task (no FAIL_TO_PASS tests; for `swebench`, no eval script).
         SandboxError: no container could be started or the repository could not be prepared.
     """
+    if grader_of(task) == "swebench":
+        from agentrl.swe.official_run import grade_official
+
+        return await grade_official(task, model_patch, config=config, run_id=run_id, timeout_s=timeout_s,
+                                    skip_empty=skip_empty)  # fmt: skip
+    _check_gradable(task)
     started = time.perf_counter()
     f2p = dict.fromkeys(task.FAIL_TO_PASS, MISSING)
     p2p = dict.fromkeys(task.PASS_TO_PASS, MISSING)
@@ -144,6 +171,19 @@ async def grade_patch(
         await asyncio.shield(sandbox.close())
     result.duration_s = time.perf_counter() - started
     return result
+
+
+def _check_gradable(task: SWETask) -> None:
+    if task.row_format == "r2e-gym":
+        raise TaskError(
+            f"{task.instance_id}: R2E-Gym rows are graded by their image's run_tests.sh against "
+            "expected_output_json, which agentrl does not run; train on them with another reward"
+        )
+    if not task.FAIL_TO_PASS:
+        raise TaskError(
+            f"{task.instance_id}: no FAIL_TO_PASS tests, so nothing can tell the task resolved; "
+            "give the row the tests the fix makes pass"
+        )
 
 
 async def _grade_in(sandbox: Any, task: SWETask, base: str, model_patch: str, timeout_s: float) -> GradeResult:

@@ -17,6 +17,11 @@ The image is tagged `image_name`. Downloads are cached in `~/.cache/agentrl/swe`
 unchanged task on an unchanged base image is not rebuilt, so a second run takes seconds:
 
     python -m agentrl.swe.images recipes/swe_agent/data/tasks.jsonl
+
+The images of published datasets (SWE-bench, SWE-Gym, SWE-smith, R2E-Gym) are not built here: they are pulled,
+only when asked (`--pull`, on a machine that reaches their registry), and listed with how to get them otherwise:
+
+    python -m agentrl.swe.images swe_gym.parquet --format swe-gym --pull
 """
 
 from __future__ import annotations
@@ -219,6 +224,64 @@ def build_task_images(tasks: list[SWETask], base: str = BASE_IMAGE, force: bool 
     return built
 
 
+def how_to_get(task: SWETask) -> str:
+    """What to do about the task's missing image: build it (agentrl's tasks) or pull it (a dataset's)."""
+    if (task.image_build or {}).get("sdist"):
+        return "build it: python -m agentrl.swe.images TASKS.jsonl (scripts/setup.sh builds the bundled tasks')"
+    hint = (
+        f"pull it where a registry can be reached (docker pull {task.image}, or python -m agentrl.swe.images "
+        "--pull TASKS.jsonl) and, on a machine without one, bring it over with docker save / docker load"
+    )
+    if task.row_format == "swe-bench":
+        hint += f"; or build it with swebench's image builder (swebench images build TASK_REPO -i {task.instance_id})"
+    return hint
+
+
+def pull_task_images(tasks: list[SWETask], client: Any = None) -> list[str]:
+    """Pull the images of tasks that are not built here (no `image_build`) and are missing; returns those pulled.
+
+    Raises:
+        ImageBuildError: a pull failed (no registry reachable, no such image), with what to do instead.
+    """
+    import docker
+
+    from agentrl.sandbox.images import _client
+
+    client = client or _client()
+    pulled: list[str] = []
+    for image in dict.fromkeys(t.image for t in tasks if not (t.image_build or {}).get("sdist")):
+        if _exists(client, image):
+            continue
+        _log(f"pulling {image}")
+        try:
+            client.images.pull(*_split_tag(image))
+        except docker.errors.DockerException as exc:
+            raise ImageBuildError(
+                f"cannot pull {image}: {exc}; pull it on a machine that reaches its registry and docker load it here"
+            ) from exc
+        pulled.append(image)
+    return pulled
+
+
+def missing_images(tasks: list[SWETask], client: Any = None) -> list[SWETask]:
+    """The tasks (one per image) whose image is not in the local engine."""
+    from agentrl.sandbox.images import _client
+
+    client = client or _client()
+    firsts = {t.image: t for t in reversed(tasks)}
+    return [t for image, t in reversed(firsts.items()) if not _exists(client, image)]
+
+
+def _exists(client: Any, image: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
 def _split_tag(image: str) -> tuple[str, str]:
     repository, sep, tag = image.rpartition(":")
     if not sep or "/" in tag:
@@ -227,19 +290,29 @@ def _split_tag(image: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m agentrl.swe.images TASKS.jsonl... [--force]``."""
-    parser = argparse.ArgumentParser(description="Build the Docker images of SWE tasks made from PyPI sdists.")
+    """Command line: ``python -m agentrl.swe.images TASKS.jsonl... [--force] [--pull] [--format F]``."""
+    from agentrl.swe.formats import FORMATS
+    from agentrl.swe.task import TaskError
+
+    parser = argparse.ArgumentParser(description="Build the Docker images of SWE tasks made from PyPI sdists, and "
+                                     "pull those of published datasets when asked.")  # fmt: skip
     parser.add_argument("tasks", type=Path, nargs="+", help="task files (JSONL or Parquet)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the images exist")
+    parser.add_argument("--pull", action="store_true", help="pull the missing images of dataset tasks (registry)")
+    parser.add_argument("--format", choices=list(FORMATS), help="the dataset of the rows (default: their columns)")
     args = parser.parse_args(argv)
     try:
-        tasks = [t for path in args.tasks for t in load_tasks(path)]
+        tasks = [t for path in args.tasks for t in load_tasks(path, args.format)]
         built = build_task_images(tasks, force=args.force)
-    except (ImageBuildError, OSError) as exc:
+        pulled = pull_task_images(tasks) if args.pull else []
+        missing = missing_images(tasks)
+    except (ImageBuildError, TaskError, OSError) as exc:
         _log(f"error: {exc}")
         return 1
-    _log(f"{len(built)} task images ready")
-    return 0
+    _log(f"{len(built)} task images built, {len(pulled)} pulled")
+    for task in missing:
+        _log(f"missing: {task.image} ({task.instance_id}): {how_to_get(task)}")
+    return 1 if missing else 0
 
 
 if __name__ == "__main__":

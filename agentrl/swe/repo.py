@@ -2,7 +2,8 @@
 repository under `/work`, take the agent's diff out, apply patches.
 
 A sandbox's root filesystem is read-only and only `/work` is writable, so the repository the image holds at
-`repo_dir` (SWE-bench's `/testbed`) is copied to `/work/<name>` first, and `git` works on that copy.
+`repo_dir` (SWE-bench's `/testbed`) is copied to `/work/<name>` first, and `git` works on that copy. A task with a
+`start_patch` (SWE-smith's bug) has it applied and committed there, and that commit is where the agent starts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agentrl.swe.task import SWETask
 
 SCRATCH = "/work/.agentrl"
 """Where patches and reports go inside the sandbox (outside the repository)."""
+START_PATCH = f"{SCRATCH}/start.patch"
 GIT_IDENTITY = "-c user.name=agentrl -c user.email=agentrl@localhost"
 IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".hypothesis/")
 """Kept out of the agent's diff: build and test by-products."""
@@ -63,11 +65,7 @@ async def open_task_sandbox(task: SWETask, config: Any = None, run_id: str = "sw
             max_output_bytes=config.max_output_bytes,
         )
     except SandboxError as exc:
-        if "No such image" in str(exc) or "not found" in str(exc).lower():
-            raise SandboxError(
-                f"image {task.image} of task {task.instance_id} is missing: build the task images "
-                "(scripts/setup.sh, or python -m agentrl.swe.images TASKS.jsonl)"
-            ) from exc
+        raise_if_missing_image(task, exc)
         raise
     try:
         base = await prepare_repo(sandbox, task)
@@ -75,6 +73,14 @@ async def open_task_sandbox(task: SWETask, config: Any = None, run_id: str = "sw
         await asyncio.shield(sandbox.close())
         raise
     return sandbox, base
+
+
+def raise_if_missing_image(task: SWETask, exc: SandboxError) -> None:
+    """Raise a `SandboxError` saying how to get the task's image when `exc` says it is missing."""
+    if "No such image" in str(exc) or "not found" in str(exc).lower():
+        from agentrl.swe.images import how_to_get
+
+        raise SandboxError(f"image {task.image} of task {task.instance_id} is missing: {how_to_get(task)}") from exc
 
 
 async def prepare_repo(sandbox: Sandbox, task: SWETask, timeout: float = 300.0) -> str:
@@ -99,6 +105,14 @@ async def prepare_repo(sandbox: Sandbox, task: SWETask, timeout: float = 300.0) 
     if task.base_commit:
         b = shlex.quote(task.base_commit)
         lines.append(f'[ "$(git rev-parse HEAD)" = {b} ] || git -c advice.detachedHead=false checkout -q -f {b}')
+    if task.start_patch.strip():
+        await sandbox.write_file(
+            START_PATCH, task.start_patch if task.start_patch.endswith("\n") else task.start_patch + "\n"
+        )
+        lines += [
+            f"git apply {START_PATCH} || {{ echo 'the start_patch does not apply to the image commit' >&2; exit 4; }}",
+            f"git add -A && git {GIT_IDENTITY} -c commit.gpgsign=false commit -q --no-verify -m 'task start'",
+        ]
     lines.append("git rev-parse HEAD")
     result = await sandbox.exec("\n".join(lines), timeout=timeout, workdir="/work")
     if not result.ok:
