@@ -139,6 +139,8 @@ def test_the_bundled_tasks_load():
     cfg = load_config(overrides=["recipe=harbor"])
     tasks = load_tasks(cfg.data.train_files[0])
     assert [t.name for t in tasks] == ["agentrl/fix-script", "agentrl/hello-file", "agentrl/word-count"]
+    assert cfg.data.eval_files[0].endswith("dataset.toml")  # Harbor's manifest of the same tasks
+    assert [t.path for t in load_tasks(cfg.data.eval_files[0])] == [t.path for t in tasks]
     for task in tasks:
         assert (task.solution_dir / "solve.sh").is_file()
         assert task.config.environment.network_mode == "no-network"
