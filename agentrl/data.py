@@ -1,10 +1,13 @@
-"""Dataset loading: JSONL and Parquet files of `Sample` rows, verl-style columns accepted too.
+"""Dataset loading: JSONL and Parquet files of `Sample` rows, verl-style columns accepted too, and Harbor tasks.
 
 A row is either agentrl's own shape (`prompt`, `agent_name`, `ground_truth`, `reward_spec`, `extra_info`, ...) or
 verl's (`prompt`, `data_source`, `reward_model: {ground_truth, style}`, `extra_info`, `agent_name`). `prompt` may
 be a list of chat messages or a plain string (one user message). Rows of SWE-bench, SWE-smith and R2E-Gym load as
 they ship (their format told by their columns, see `agentrl.swe.formats`): the problem statement is the prompt and
 the task's columns are the extra info.
+
+A folder or a `dataset.toml` in place of a file is Harbor tasks (`agentrl.harbor.dataset`): a task folder, a
+folder of them, or a dataset manifest; each task becomes one sample whose prompt is its instruction.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ def load_samples(path: str | Path) -> list[Sample]:
         DatasetError: the file is missing, of an unknown format, or a row is invalid (file, row, field named).
     """
     path = Path(path)
+    if _is_harbor(path):
+        from agentrl.harbor.dataset import task_samples
+
+        return task_samples(path)
     if not path.is_file():
         raise DatasetError(f"dataset file {path} does not exist; check data.train_files / data.eval_files")
     return [_to_sample(row, path, i) for i, row in enumerate(_read_rows(path))]
@@ -40,6 +47,8 @@ def first_row_problem(path: str | Path) -> str | None:
     """What is wrong with a dataset file, judged from its first row (None if nothing): missing, unreadable, empty,
     a first row that is not a valid sample, or one naming an unknown agent loop."""
     path = Path(path)
+    if _is_harbor(path):
+        return _harbor_problem(path)
     if not path.is_file():
         return f"dataset file {path} does not exist; check the path (relative paths are looked up in the recipe folder)"
     try:
@@ -98,6 +107,21 @@ def env_rows_loop(cfg: Any) -> str | None:
     """The loop named on rows generated from env seeds: `gym` when `agent.name` is left at `single_turn`, else
     None (the rows are played by `agent.name`)."""
     return "gym" if cfg.agent.name == "single_turn" else None
+
+
+def _is_harbor(path: Path) -> bool:
+    return path.is_dir() or path.name == "dataset.toml"
+
+
+def _harbor_problem(path: Path) -> str | None:
+    """What is wrong with Harbor tasks: every task folder is read (task.toml, the files it needs)."""
+    from agentrl.harbor.dataset import load_tasks
+
+    try:
+        load_tasks(path)
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 def _read_rows(path: Path) -> Iterator[Any]:

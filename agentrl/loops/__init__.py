@@ -4,7 +4,8 @@ Modules: `base` (AgentLoopBase, LoopOptions, the LOOPS registry), `context` (wha
 Budgets, StopLoop), `protocols` (the token generator and tokenizer a loop relies on), `builder` / `drift` /
 `chat_template` (exact token trajectories), `manager` (RolloutManager), `session` (a manager from a run's config),
 `tool_turns` / `tool_setup` / `sandbox_setup` (tools and sandboxes per trajectory), and the built-in loops, imported
-only when named: `single_turn`, `tool_calling` (tool_agent), `swe` (swe_agent), `gui` (gui_agent), `gym`.
+only when named: `single_turn`, `tool_calling` (tool_agent), `swe` (swe_agent), `harbor` (harbor_agent,
+harbor_oracle), `gui` (gui_agent), `gym`.
 """
 
 from agentrl.loops.base import LOOPS, AgentLoopBase, LoopOptions, get_loop_class, register_loop

@@ -110,6 +110,8 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "single_turn": "agentrl.loops.single_turn:SingleTurnAgentLoop",
         "tool_agent": "agentrl.loops.tool_calling:ToolAgentLoop",
         "swe_agent": "agentrl.loops.swe:SWEAgentLoop",
+        "harbor_agent": "agentrl.loops.harbor:HarborAgentLoop",
+        "harbor_oracle": "agentrl.loops.harbor:HarborOracleLoop",
         "gui_agent": "agentrl.loops.gui:GUIAgentLoop",
         "gym": "agentrl.loops.gym:GymAgentLoop",
         "openai_agent": "agentrl.loops.openai_agent:OpenAIAgentLoop",

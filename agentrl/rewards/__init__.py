@@ -21,8 +21,8 @@ as a weighted, optionally gated sum declared in YAML.
 
 Every component's score lands in `trajectory.reward_components[name]` and its details (or its error and the
 policy applied) in `trajectory.reward_details[name]`. Modules: `base` (contract), `rule` / `equivalence` /
-`agentic` (rules), `model` + `server` (reward model), `similarity`, `judge` + `verdict`, `hybrid` (gates,
-normalization), `registry` (types, dotted paths), `pipeline`.
+`agentic` (rules), `model` + `server` (reward model), `similarity`, `judge` + `verdict`, `swe` (SWE-bench tests),
+`harbor` (a Harbor task's verifier), `hybrid` (gates, normalization), `registry` (types, dotted paths), `pipeline`.
 """
 
 from agentrl.rewards.base import RewardComponent, RewardError, RewardInput, RewardResult, final_answer

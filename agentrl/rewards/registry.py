@@ -2,8 +2,8 @@
 
 A `type` is one of:
 - a rule (exact_match, normalized_match, regex, contains, math, numeric, format, tool_use, command);
-- a registered component (`reward_model`, `similarity`, `judge`, `swe_tests`, `compute_score`, or your own,
-  added with `@register_reward("name")`);
+- a registered component (`reward_model`, `similarity`, `judge`, `swe_tests`, `harbor_task`, `compute_score`, or
+  your own, added with `@register_reward("name")`);
 - a dotted path `pkg.module:attr` / `pkg.module.attr`, or a file `path/to/file.py:attr`, naming a
   `RewardComponent` subclass (built with the entry's keys), a function of a `RewardInput`, or a verl-style
   `compute_score(data_source, solution_str, ground_truth, extra_info)`.
@@ -43,6 +43,7 @@ REWARDS: Registry[Any] = Registry(
         "similarity": "agentrl.rewards.similarity:EncoderSimilarity",
         "judge": "agentrl.rewards.judge:LLMJudge",
         "swe_tests": "agentrl.rewards.swe:SWETestsReward",
+        "harbor_task": "agentrl.rewards.harbor:HarborTaskReward",
         "compute_score": "agentrl.rewards.functions:ComputeScoreComponent",
     },
     accepts=_is_reward,

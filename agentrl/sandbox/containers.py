@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 LABEL = "agentrl.sandbox"
 """Label on every container and volume we create: `docker ps -a --filter label=agentrl.sandbox`."""
 
-_live: dict[str, str] = {}
+_live: dict[str, str | None] = {}
 """Container id -> volume name of the sandboxes this process owns, removed at exit."""
 _live_lock = threading.Lock()
 _atexit_registered = False
@@ -142,7 +142,7 @@ def cleanup_live() -> int:
     return len(live)
 
 
-def track(container_id: str, volume: str) -> None:
+def track(container_id: str, volume: str | None) -> None:
     """Remember a container (and its volume) this process owns, to remove it at exit."""
     global _atexit_registered
     with _live_lock:

@@ -10,6 +10,13 @@ when time is up; what is left in the group when the command ends (`cmd &`) is ki
 call's processes escape the group, a host-side watchdog kills every process but PID 1. Either
 way the caller gets an `ExecResult` with `timed_out=True` and the container stays usable.
 
+With `task_image=True` the container is the task's image as its author built it (Harbor tasks,
+`agentrl.harbor`): its files are edited in place, where its Dockerfile put them, by the image's own user. Its
+root filesystem is then writable — the container's own layer, removed with it — since a read-only root with
+tmpfs mounts cannot serve such tasks (Docker copies an image's files into a fresh volume only for plain disk
+volumes, not tmpfs ones, and `put_archive` cannot reach into tmpfs mounts). No network, no new privileges,
+memory / CPU / process limits, the timeouts and the watchdog stay as they are.
+
 Containers are labelled with their owner and removed at exit or by the next run after a crash
 (`agentrl.sandbox.containers`).
 """
@@ -17,6 +24,7 @@ Containers are labelled with their owner and removed at exit or by the next run 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import posixpath
@@ -77,6 +85,13 @@ _REAPER = (
 # the group on purpose (`setsid`). Exit codes: the command's, 124 on timeout, 137 when SIGKILLed.
 _WRAPPER = 'timeout -k "$3" "$2" bash -c "$1" & pid=$!; wait $pid; rc=$?; kill -9 -- -$pid 2>/dev/null; exit $rc'
 
+# PID 1 of a task image, which may lack python3: `wait` reaps every child (orphans included); as the namespace's
+# init the shell outlives `kill -9 -1`, and it exits on the SIGTERM of `docker stop`.
+_SHELL_REAPER = 'trap "exit 0" TERM; while :; do sleep 2 & wait; done'
+TASK_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
+"""What root in a task image may still do to the container's own files (chown, chmod, write other users' files,
+switch user): Docker's default set without network, device, chroot and audit capabilities."""
+
 _executor: ThreadPoolExecutor | None = None
 
 
@@ -100,14 +115,17 @@ class DockerSandbox(Sandbox):
 
     workdir = WORKDIR
 
-    def __init__(self, client: Any, container_id: str, volume: str, *, exec_timeout_s: float = 30.0,
-                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, image: str = BASE_IMAGE) -> None:  # fmt: skip
+    def __init__(self, client: Any, container_id: str, volume: str | None, *, exec_timeout_s: float = 30.0,
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, image: str = BASE_IMAGE,
+                 writable: str = WORKDIR) -> None:  # fmt: skip
         self._client = client
         self.id = container_id
         self.volume = volume
         self.image = image
         self.exec_timeout_s = exec_timeout_s
         self.max_output_bytes = max_output_bytes
+        self.writable = writable
+        """The folder files may be written under (`/` for a task image)."""
         self.closed = False
 
     @classmethod
@@ -132,6 +150,7 @@ class DockerSandbox(Sandbox):
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         user: str = f"{UID}:{UID}",
         read_only: bool = True,
+        task_image: bool = False,
     ) -> DockerSandbox:
         """Start a container (blocking).
 
@@ -150,6 +169,8 @@ class DockerSandbox(Sandbox):
             user: who commands run as; `root` only for images whose own scripts need it (SWE-bench's official
                 grading), still with every capability dropped.
             read_only: mount the image's filesystem read-only (only `/work` and `/tmp` writable).
+            task_image: run the image as its author built it (see the module docstring): writable root, the
+                image's own user, workdir and `/tmp`, no `/work` volume.
 
         Raises:
             SandboxError: the engine, the image or the container failed.
@@ -159,44 +180,29 @@ class DockerSandbox(Sandbox):
         client = client or docker_client()
         name = f"agentrl-sbx-{uuid.uuid4().hex[:12]}"
         labels = owner_labels(run_id)
-        volume = None
+        limits = {
+            "network_mode": "bridge" if network else "none",
+            "mem_limit": memory,
+            "memswap_limit": memory,
+            "nano_cpus": int(cpus * 1e9),
+            "pids_limit": pids_limit,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "labels": labels,
+        }
+        volume: str | None = None
         try:
-            volume = client.volumes.create(
-                name=name,
-                driver="local",
-                driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={workdir_size},uid={UID},gid={UID}"},
-                labels=labels,
-            )
-            container = client.containers.create(
-                image,
-                command=["python3", "-c", _REAPER],
-                name=name,
-                user=user,
-                working_dir=WORKDIR,
-                environment={"HOME": WORKDIR, "LANG": "C.UTF-8"},
-                network_mode="bridge" if network else "none",
-                mem_limit=memory,
-                memswap_limit=memory,
-                nano_cpus=int(cpus * 1e9),
-                pids_limit=pids_limit,
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                read_only=read_only,
-                tmpfs={"/tmp": f"rw,nosuid,nodev,size={tmp_size},mode=1777"},
-                volumes={name: {"bind": WORKDIR, "mode": "rw"}},
-                labels=labels,
-            )
-            track(container.id, name)
+            if not task_image:
+                volume = _workdir_volume(client, name, workdir_size, labels)
+            options = _task_image_options() if task_image else _sandbox_options(name, tmp_size, user, read_only)
+            container = client.containers.create(image, name=name, **options, **limits)
+            track(container.id, volume)
             container.start()
         except docker.errors.DockerException as exc:
-            if volume is not None:
-                leftover = client.containers.list(all=True, filters={"name": name})
-                remove_quietly(client, leftover[0].id if leftover else None, name)
-                for c in leftover:
-                    untrack(c.id)
+            _discard(client, name, volume)
             raise SandboxError(f"cannot start a sandbox from image {image!r}: {exc}") from exc
-        return cls(client, container.id, name, exec_timeout_s=exec_timeout_s,
-                   max_output_bytes=max_output_bytes, image=image)  # fmt: skip
+        return cls(client, container.id, volume, exec_timeout_s=exec_timeout_s, max_output_bytes=max_output_bytes,
+                   image=image, writable="/" if task_image or not read_only else WORKDIR)  # fmt: skip
 
     # -- commands -------------------------------------------------------------------------------------------
 
@@ -305,8 +311,9 @@ class DockerSandbox(Sandbox):
         import docker
 
         self._check_open()
-        if folder != WORKDIR and not folder.startswith(WORKDIR + "/"):
-            raise PermissionError(f"files can only be written under {WORKDIR}, not {folder} (the rest is read-only)")
+        root = self.writable.rstrip("/")
+        if folder != self.writable and not folder.startswith(root + "/"):
+            raise PermissionError(f"files can only be written under {self.writable}, not {folder} (read-only)")
         try:
             try:
                 self._client.api.put_archive(self.id, folder, archive)
@@ -346,6 +353,47 @@ class DockerSandbox(Sandbox):
 
     def __repr__(self) -> str:
         return f"DockerSandbox(id={self.id[:12]!r}, image={self.image!r})"
+
+
+def _discard(client: Any, name: str, volume: str | None) -> None:
+    """Remove what a failed start left behind (a created container, the volume)."""
+    import docker
+
+    leftover = []
+    with contextlib.suppress(docker.errors.DockerException):
+        leftover = client.containers.list(all=True, filters={"name": name})
+    remove_quietly(client, leftover[0].id if leftover else None, volume)
+    for c in leftover:
+        untrack(c.id)
+
+
+def _workdir_volume(client: Any, name: str, size: str, labels: dict[str, str]) -> str:
+    """Create the size-capped tmpfs volume mounted at `/work`, owned by the sandbox user; returns its name."""
+    client.volumes.create(
+        name=name,
+        driver="local",
+        driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={size},uid={UID},gid={UID}"},
+        labels=labels,
+    )
+    return name
+
+
+def _sandbox_options(volume: str, tmp_size: str, user: str, read_only: bool) -> dict[str, Any]:
+    """The default container (uid 1000, read-only root), `/work` the tmpfs volume, a small `/tmp` tmpfs."""
+    return {
+        "command": ["python3", "-c", _REAPER],
+        "user": user,
+        "working_dir": WORKDIR,
+        "environment": {"HOME": WORKDIR, "LANG": "C.UTF-8"},
+        "read_only": read_only,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_size},mode=1777"},
+        "volumes": {volume: {"bind": WORKDIR, "mode": "rw"}},
+    }
+
+
+def _task_image_options() -> dict[str, Any]:
+    """A task image as its author built it: its own user, workdir and environment, a writable root."""
+    return {"command": ["sh", "-c", _SHELL_REAPER], "cap_add": TASK_CAPABILITIES}
 
 
 class _Capped:

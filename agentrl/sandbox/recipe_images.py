@@ -176,6 +176,34 @@ def build_recipe_image(
             _log(f"{tag} is up to date (build context unchanged): reusing it")
             return tag
     _log(f"building {tag} from {context_dir} on {base}")
+    labels = {"agentrl.recipe": name, "agentrl.context_hash": digest, "agentrl.base": base_id}
+    docker_build(client, context_dir, tag, buildargs={"BASE_IMAGE": base}, labels=labels, force=force,
+                 network_mode=network_mode)  # fmt: skip
+    _log(f"built {tag}")
+    return tag
+
+
+def docker_build(
+    client: Any,
+    context_dir: Path,
+    tag: str,
+    *,
+    buildargs: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    force: bool = False,
+    network_mode: str = "none",
+    timeout_s: float | None = None,
+) -> None:
+    """`docker build` of `context_dir` as `tag`, offline: nothing pulled, intermediate containers removed even
+    when the build fails.
+
+    Raises:
+        RecipeImageError: the build failed (with the end of its log), or took longer than `timeout_s`.
+    """
+    import docker
+    import requests
+
+    extra = {"timeout": timeout_s} if timeout_s else {}
     try:
         client.images.build(
             path=str(context_dir),
@@ -185,18 +213,19 @@ def build_recipe_image(
             forcerm=True,  # intermediate containers go away on failures too
             nocache=force,
             network_mode=network_mode,
-            buildargs={"BASE_IMAGE": base},
-            labels={"agentrl.recipe": name, "agentrl.context_hash": digest, "agentrl.base": base_id},
+            buildargs=buildargs or {},
+            labels=labels or {},
+            **extra,
         )
     except docker.errors.BuildError as exc:
         raise RecipeImageError(
-            f"building recipe image {tag} from {context_dir} failed: {exc.msg}\n"
+            f"building image {tag} from {context_dir} failed: {exc.msg}\n"
             f"--- end of the build log ---\n{_log_tail(exc.build_log)}"
         ) from exc
     except docker.errors.APIError as exc:
-        raise RecipeImageError(f"building recipe image {tag} from {context_dir} failed: {exc}") from exc
-    _log(f"built {tag}")
-    return tag
+        raise RecipeImageError(f"building image {tag} from {context_dir} failed: {exc}") from exc
+    except requests.exceptions.ReadTimeout:
+        raise RecipeImageError(f"building image {tag} from {context_dir} took longer than {timeout_s}s") from None
 
 
 def main(argv: list[str] | None = None) -> int:

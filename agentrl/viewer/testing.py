@@ -23,6 +23,8 @@ PIXEL_PNG = base64.b64decode(
 )
 TOOL_OUTPUT = "TOOL-OUTPUT-5"
 FINAL_ANSWER = "The answer is 5."
+DETAIL_LOG = "compared 1 answer\nall equal"
+"""A multi-line text in reward details (as a verifier's test output is), shown as itself by the viewer."""
 
 
 @dataclass
@@ -85,7 +87,10 @@ def write_sample_run(run_dir: Path, tokenizer: Any) -> SampleRun:
         group_id="group-add",
         reward=1.0,
         reward_components={"exact_match": 1.0, "format_ok": 0.5},
-        reward_details={"exact_match": {"expected": "5", "got": "5"}, "judge": {"error": "judge timed out"}},
+        reward_details={
+            "exact_match": {"expected": "5", "got": "5", "log": DETAIL_LOG},
+            "judge": {"error": "judge timed out"},
+        },
         stop_reason=StopReason.DONE,
         timings={"total_s": 1.25, "generate_s": 0.75, "tool_s": 0.125},
         metrics={"tool_calls": 1.0},

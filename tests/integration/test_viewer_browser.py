@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from agentrl.viewer import build_viewer, make_server
-from agentrl.viewer.testing import FINAL_ANSWER, TOOL_OUTPUT, write_sample_run
+from agentrl.viewer.testing import DETAIL_LOG, FINAL_ANSWER, TOOL_OUTPUT, write_sample_run
 
 pytestmark = pytest.mark.integration
 
@@ -90,6 +90,10 @@ def test_known_trajectory_turns_tool_output_and_rewards(browser, sample):
     rows = browser.find_elements(By.CSS_SELECTOR, "#reward-components tr[data-component]")
     scores = {r.get_attribute("data-component"): r.find_elements(By.TAG_NAME, "td")[1].text for r in rows}
     assert scores == {"exact_match": "1", "format_ok": "0.500", "judge": "failed / skipped"}
+    # multi-line detail texts (a verifier's test output) are shown as they are, not as one JSON line
+    detail = '#reward-components tr[data-component="exact_match"]'
+    assert texts(browser, f'{detail} .detail-text[data-detail="log"] pre') == [DETAIL_LOG]
+    assert "log" not in texts(browser, f"{detail} details > pre")[0]
     assert browser.find_element(By.ID, "reward-total").text == "1"
     assert browser.find_element(By.ID, "stop-reason").text == "done"
     assert browser.find_elements(By.CSS_SELECTOR, ".drift-warning") == []

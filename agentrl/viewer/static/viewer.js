@@ -203,12 +203,28 @@
     );
   }
 
+  // A component's details as JSON, except multi-line texts (a verifier's test output, a log), each shown as
+  // itself under its name: JSON would fold them into one line of \n escapes.
+  function detailsView(details) {
+    const isText = (v) => typeof v === "string" && v.includes("\n");
+    if (details === null || typeof details !== "object" || Array.isArray(details)) {
+      return el("pre", { text: JSON.stringify(details, null, 2) });
+    }
+    const entries = Object.entries(details);
+    const rest = Object.fromEntries(entries.filter(([, v]) => !isText(v)));
+    return [
+      el("pre", { text: JSON.stringify(rest, null, 2) }),
+      entries
+        .filter(([, v]) => isText(v))
+        .map(([k, v]) => el("div", { class: "detail-text", data: { detail: k } }, el("div", { class: "section-note", text: k }), el("pre", { text: v }))),
+    ];
+  }
+
   function rewardTable(t) {
     const names = unique([...Object.keys(t.components || {}), ...Object.keys(t.details || {})]);
     const rows = names.map((name) => {
       const details = t.details ? t.details[name] : undefined;
-      const detailNode =
-        details === undefined ? "" : el("details", {}, el("summary", { text: "details" }), el("pre", { text: JSON.stringify(details, null, 2) }));
+      const detailNode = details === undefined ? "" : el("details", {}, el("summary", { text: "details" }), detailsView(details));
       return el(
         "tr",
         { data: { component: name } },

@@ -1,0 +1,164 @@
+"""Harbor task loops: the agent works in the task's own container, then the task's verifier grades it there.
+
+Per trajectory: build (once) and start the task's image (`agentrl.harbor.container`), run the agent phase under
+the task's `[agent].timeout_sec`, then copy `tests/` to `/tests` and run `tests/test.sh` in the same container
+(`agentrl.harbor.verifier`), and remove the container. The verifier's result goes to
+`trajectory.metadata["harbor"]["verifier"]` (rewards, exit code, the end of its output), which the `harbor_task`
+reward turns into the score. The verifier runs whatever ended the agent phase (done, a budget, the time limit),
+as Harbor's does; a failure of the model server or the container ends the trajectory without one.
+
+* `harbor_agent`: the model gets the instruction and the sandboxed tools (`bash`, `editor`, `submit` from
+  `tools:`); the phase ends when it answers without a tool call (or is reminded, `on_no_tool_call: remind`), calls
+  `submit`, or a budget ends it (turns, tokens, the time limit).
+* `harbor_oracle`: the task's reference solution, `solution/solve.sh`, copied to `/solution` and run; no model
+  (checks that a task is solvable: it should score 1).
+
+```yaml
+agent:
+  name: harbor_agent
+  kwargs: {time_budget_s: 300, verifier_timeout_s: 120}   # caps on the tasks' own timeouts
+tools: [{class: bash}, {class: editor}, {class: submit}]
+sandbox: {backend: none, memory: 1g, cpus: 1.0}            # the loop starts each task's container itself
+reward:
+  components: [{name: tests, type: harbor_task}]
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Literal
+
+from pydantic import Field
+
+from agentrl.config.schema import AgentConfig, SandboxConfig
+from agentrl.harbor.container import open_task_container_shielded, resolve_env, run_script
+from agentrl.harbor.limits import TaskLimits, task_limits
+from agentrl.harbor.task import HarborTask, HarborTaskError
+from agentrl.harbor.verifier import run_verifier
+from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.context import AgentContext, StopLoop
+from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
+from agentrl.tools.parsers import get_parser
+from agentrl.types import Sample, StopReason, Trajectory
+
+NO_TOOL_CALL = "your reply called no tool. Use a tool to work on the task, or call `submit` when done."
+ORACLE_LOG = "/logs/agent/oracle.txt"
+SOLVE_TIMEOUT_S = 1800.0
+"""Limit of solve.sh for a task without [agent].timeout_sec (the trajectory's own timeout still applies)."""
+
+
+class HarborLoopOptions(LoopOptions):
+    """`agent.kwargs` of the Harbor loops."""
+
+    time_budget_s: float | None = Field(None, gt=0, description="cap on the tasks' [agent].timeout_sec")
+    verifier_timeout_s: float | None = Field(None, gt=0, description="cap on the tasks' [verifier].timeout_sec")
+    on_no_tool_call: Literal["stop", "remind"] = Field("stop", description="a reply without a tool call ends")
+
+
+class HarborAgentLoop(AgentLoopBase):
+    """Solve a Harbor task with sandboxed tools in its container; its verifier's result lands in
+    `metadata["harbor"]["verifier"]`.
+
+    Container limits are the task's, capped by the run's `sandbox:` section; its `backend` may stay `none`.
+    """
+
+    Options = HarborLoopOptions
+    options: HarborLoopOptions
+    uses_tools = True
+
+    def __init__(self, config: AgentConfig | None = None, **kwargs: Any):
+        super().__init__(config, **kwargs)
+        self.parser = get_parser(self.config.tool_parser)
+
+    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+        task = HarborTask.from_sample(sample)
+        traj = ctx.trajectory
+        cfg = self._sandbox_config()
+        limits = task_limits(task, cfg, self.options.time_budget_s, self.options.verifier_timeout_s)
+        traj.metadata["harbor"] = {"task": task.name, "task_dir": str(task.path), "limits": limits.record()}
+        started = time.perf_counter()
+        container = await open_task_container_shielded(task, limits, cfg, run_id=f"harbor-{traj.id[:8]}")
+        _add_time(traj, "sandbox_setup_s", started)
+        try:
+            ctx.sandbox = container
+            if ctx.tools is not None:
+                ctx.tools.sandbox = container
+            await self._agent_phase(task, sample, ctx, limits)
+            verifying = time.perf_counter()
+            result = await run_verifier(container, task, limits.verifier_timeout_s)
+            traj.metadata["harbor"]["verifier"] = result.record()
+            _add_time(traj, "verifier_s", verifying)
+        finally:
+            ctx.sandbox = None
+            closing = time.perf_counter()
+            await asyncio.shield(container.close())
+            _add_time(traj, "sandbox_close_s", closing)
+        return traj
+
+    async def _agent_phase(self, task: HarborTask, sample: Sample, ctx: AgentContext, limits: TaskLimits) -> None:
+        """`act` under the agent's time limit; a budget or the limit ends it with its stop reason."""
+        traj = ctx.trajectory
+        try:
+            async with asyncio.timeout(limits.agent_timeout_s):
+                await self.act(task, sample, ctx, limits)
+        except StopLoop as stop:
+            traj.stop_reason = stop.reason
+        except TimeoutError:
+            traj.stop_reason = StopReason.TIME_BUDGET
+            traj.error = f"time budget of {limits.agent_timeout_s:g}s spent"
+
+    async def act(self, task: HarborTask, sample: Sample, ctx: AgentContext, limits: TaskLimits) -> None:
+        """The agent phase: tool turns until the model stops calling tools, submits, or a budget ends it."""
+        require_tools(ctx, "harbor_agent")
+        ctx.start(sample.prompt)
+        while True:
+            turn = await ctx.generate()
+            parsed = self.parser.parse(turn.text)
+            errors = parsed.errors
+            if not parsed.calls and not parsed.errors:
+                if self.options.on_no_tool_call == "stop":
+                    ctx.finish()
+                    return
+                errors = [NO_TOOL_CALL]
+            results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
+            if any(r.metadata.get("submitted") for r in results):
+                ctx.trajectory.stop_reason = StopReason.DONE
+                return
+            answer_calls(ctx, results)
+
+    def _sandbox_config(self) -> SandboxConfig:
+        return self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
+
+
+class HarborOracleLoop(HarborAgentLoop):
+    """The reference solution as the agent: `solution/solve.sh` runs in the task's container (no model); its
+    output's end goes to `metadata["harbor"]["solution"]`."""
+
+    uses_tools = False
+
+    async def act(self, task: HarborTask, sample: Sample, ctx: AgentContext, limits: TaskLimits) -> None:
+        if not (task.solution_dir / "solve.sh").is_file():
+            raise HarborTaskError(f"task {task.name} has no solution/solve.sh for the oracle to run")
+        container = ctx.sandbox
+        if container is None:
+            raise RuntimeError("harbor_oracle runs in the task's container; call it through HarborAgentLoop.run")
+        ctx.start(sample.prompt)
+        env = resolve_env(task.config.solution.env, f"{task.name}: [solution].env")
+        env.setdefault("DEBIAN_FRONTEND", "noninteractive")
+        timeout = limits.agent_timeout_s or SOLVE_TIMEOUT_S
+        run, output = await run_script(container, task.solution_dir, "/solution", "solve.sh", timeout, env, ORACLE_LOG)
+        ctx.trajectory.metadata["harbor"]["solution"] = _script_record(run, output)
+        ctx.finish()
+
+
+def _script_record(run: Any, output: str) -> dict[str, Any]:
+    return {"exit_code": run.exit_code, "timed_out": run.timed_out, "output": output, "duration_s": run.duration}
+
+
+def _add_time(traj: Trajectory, key: str, started: float) -> None:
+    traj.timings[key] = traj.timings.get(key, 0.0) + time.perf_counter() - started
+
+
+__all__ = ["HarborAgentLoop", "HarborLoopOptions", "HarborOracleLoop"]

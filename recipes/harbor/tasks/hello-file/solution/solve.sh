@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution: write the greeting.
+printf 'Hello, Harbor!\n' > /app/greeting.txt

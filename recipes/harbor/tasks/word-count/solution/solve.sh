@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution: count with wc.
+wc -w < /app/text.txt | tr -d ' ' > /app/count.txt
