@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.rewards.base import RewardError, RewardInput, RewardResult, message_text
+from agentrl.rewards.rule import normalize, references
 
 _TAIL = 2000
 
@@ -51,6 +52,32 @@ def tool_use(
     if max_errors is not None and errors > max_errors:
         failed.append(f"{errors} tool errors > {max_errors}")
     return RewardResult(float(not failed), {"calls": calls, "errors": errors, "failed": failed})
+
+
+def tool_result(inp: RewardInput, tool: str | None = None) -> RewardResult:
+    """1 when a successful tool result (of `tool`, or any tool) equals a reference answer (after `normalize`).
+
+    Shaping for tool-use tasks: it credits a call that computed the answer, which cannot be earned without doing
+    the task's hard part (choosing the right tool and arguments), and leaves reporting the result to the answer
+    reward.
+    """
+    accepted = {normalize(ref) for ref in references(inp.sample.ground_truth)}
+    results = _tool_results(inp, tool)
+    return RewardResult(float(any(normalize(r) in accepted for r in results)), {"tool_results": results[-5:]})
+
+
+def uses_tool_result(inp: RewardInput, tool: str | None = None) -> RewardResult:
+    """1 when the final answer contains a successful tool result (of `tool`, or any tool) as whole words: the
+    agent used what its tool returned."""
+    answer = f" {normalize(inp.answer)} "
+    results = [r for r in (normalize(text) for text in _tool_results(inp, tool)) if r]
+    return RewardResult(float(any(f" {r} " in answer for r in results)), {"tool_results": results[-5:]})
+
+
+def _tool_results(inp: RewardInput, tool: str | None) -> list[str]:
+    """The texts of the trajectory's tool messages (of `tool`) that are not errors."""
+    texts = [message_text(m) for m in inp.trajectory.messages if m.role == "tool" and (tool is None or m.name == tool)]
+    return [text for text in texts if not text.lstrip().startswith("Error")]
 
 
 async def command_passes(

@@ -1,7 +1,8 @@
 """Reward types: what a YAML `type` names (the `REWARDS` registry), and how it becomes a `RewardComponent`.
 
 A `type` is one of:
-- a rule (exact_match, normalized_match, regex, contains, math, numeric, format, tool_use, command);
+- a rule (exact_match, normalized_match, regex, contains, math, numeric, format, tool_use, tool_result,
+  uses_tool_result, command);
 - a registered component (`reward_model`, `similarity`, `judge`, `swe_tests`, `harbor_task`, `compute_score`, or
   your own, added with `@register_reward("name")`);
 - a dotted path `pkg.module:attr` / `pkg.module.attr`, or a file `path/to/file.py:attr`, naming a
@@ -38,6 +39,8 @@ REWARDS: Registry[Any] = Registry(
         "numeric": "agentrl.rewards.equivalence:numeric_match",
         "format": "agentrl.rewards.rule:format_check",
         "tool_use": "agentrl.rewards.agentic:tool_use",
+        "tool_result": "agentrl.rewards.agentic:tool_result",
+        "uses_tool_result": "agentrl.rewards.agentic:uses_tool_result",
         "command": "agentrl.rewards.agentic:command_passes",
         "reward_model": "agentrl.rewards.model:RewardModelComponent",
         "similarity": "agentrl.rewards.similarity:EncoderSimilarity",

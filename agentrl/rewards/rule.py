@@ -22,7 +22,7 @@ def normalize(text: str) -> str:
     return " ".join(str(text).lower().translate(_PUNCT).split())
 
 
-def _references(ground_truth: Any) -> list[str]:
+def references(ground_truth: Any) -> list[str]:
     """The accepted answers: a list ground truth accepts any of its items."""
     if isinstance(ground_truth, list | tuple):
         return [str(g) for g in ground_truth]
@@ -31,20 +31,20 @@ def _references(ground_truth: Any) -> list[str]:
 
 def exact_match(inp: RewardInput) -> RewardResult:
     """1 when the answer equals the ground truth exactly (surrounding whitespace ignored)."""
-    ok = any(inp.answer.strip() == ref.strip() for ref in _references(inp.sample.ground_truth))
+    ok = any(inp.answer.strip() == ref.strip() for ref in references(inp.sample.ground_truth))
     return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
 
 
 def normalized_match(inp: RewardInput) -> RewardResult:
     """1 when the answer equals the ground truth after `normalize`."""
-    ok = any(normalize(inp.answer) == normalize(ref) for ref in _references(inp.sample.ground_truth))
+    ok = any(normalize(inp.answer) == normalize(ref) for ref in references(inp.sample.ground_truth))
     return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
 
 
 def contains(inp: RewardInput) -> RewardResult:
     """1 when a reference appears as whole words in the answer (after `normalize`): partial credit for shaping."""
     answer = f" {normalize(inp.answer)} "
-    ok = any(f" {normalize(ref)} " in answer for ref in _references(inp.sample.ground_truth))
+    ok = any(f" {normalize(ref)} " in answer for ref in references(inp.sample.ground_truth))
     return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
 
 

@@ -34,6 +34,7 @@ TOOLS: Registry[ToolEntry] = Registry(
         "python": "agentrl.tools.builtin.shell:PythonTool",
         "editor": "agentrl.tools.builtin.editor:EditorTool",
         "submit": "agentrl.tools.builtin.submit:SubmitTool",
+        "calculator": "agentrl.tools.builtin.calculator:calculator",
     },
     accepts=_is_tool_entry,
     expected="a Tool subclass or a @tool function",

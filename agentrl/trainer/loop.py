@@ -26,7 +26,7 @@ from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
 from agentrl.trainer.collect import BatchCollector, CollectedBatch
-from agentrl.trainer.metrics import failure_metrics, rollout_metrics
+from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
 from agentrl.types import Trajectory
@@ -311,7 +311,8 @@ async def _next_batch(get: Awaitable[CollectedBatch], producer: asyncio.Task[Non
 
 
 def eval_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
-    """`eval/reward_mean`, `eval/success_rate` and `eval/failed`.
+    """`eval/reward_mean`, `eval/success_rate`, `eval/failed`, each reward component's mean (`eval/reward/<name>`)
+    and, where tools were called, `eval/tool_call_rate`, `eval/tool_parse_rate` and `eval/tool_error_rate`.
 
     Success is the environment's or grader's own flag (`Trajectory.success`: `env/success`, SWE `resolved`, GUI
     success) when a trajectory has one, else earning the full reward of 1. A trajectory an infrastructure failure
@@ -321,6 +322,8 @@ def eval_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
         "eval/reward_mean": _mean([t.reward or 0.0 for t in trajectories]),
         "eval/success_rate": _mean([float(_succeeded(t)) for t in trajectories]),
         **failure_metrics(trajectories, "eval"),
+        **component_means(trajectories, "eval/reward"),
+        **tool_use_metrics(trajectories, "eval"),
     }
 
 

@@ -1,4 +1,4 @@
-"""Per-step metrics of the trajectories a step generated: `rollout/…` and `reward/…` names."""
+"""Per-step metrics of the trajectories a step generated (`rollout/…`, `reward/…` names) and of tool use."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[st
         **failure_metrics(trajectories, "rollout"),
         "perf/rollout_tokens_per_s": sum(lengths) / rollout_s if rollout_s > 0 else 0.0,
     }
-    out.update(_component_means(trajectories))
+    out.update(component_means(trajectories))
+    out.update(tool_use_metrics(trajectories, "rollout"))
     for reason, count in Counter(str(t.stop_reason) for t in trajectories).items():
         out[f"rollout/stop_reason/{reason}"] = count / len(trajectories)
     return out
@@ -41,9 +42,28 @@ def failure_metrics(trajectories: list[Trajectory], prefix: str) -> dict[str, fl
     }
 
 
-def _component_means(trajectories: list[Trajectory]) -> dict[str, float]:
+def component_means(trajectories: list[Trajectory], prefix: str = "reward") -> dict[str, float]:
     values: dict[str, list[float]] = {}
     for traj in trajectories:
         for name, value in traj.reward_components.items():
             values.setdefault(name, []).append(value)
-    return {f"reward/{name}": statistics.fmean(v) for name, v in values.items()}
+    return {f"{prefix}/{name}": statistics.fmean(v) for name, v in values.items()}
+
+
+def tool_use_metrics(trajectories: list[Trajectory], prefix: str) -> dict[str, float]:
+    """How the trajectories used their tools, when any tried to (empty otherwise):
+
+    * `<prefix>/tool_call_rate`: share of trajectories with at least one executed call;
+    * `<prefix>/tool_parse_rate`: of the calls the model attempted, the share that parsed (`tool/parse_errors`);
+    * `<prefix>/tool_error_rate`: of the executed calls, the share that failed (`tool/errors`).
+    """
+    calls = [t.metrics.get("tool/calls", 0.0) for t in trajectories]
+    parse_errors = sum(t.metrics.get("tool/parse_errors", 0.0) for t in trajectories)
+    if not trajectories or sum(calls) + parse_errors == 0:
+        return {}
+    errors = sum(t.metrics.get("tool/errors", 0.0) for t in trajectories)
+    return {
+        f"{prefix}/tool_call_rate": sum(c > 0 for c in calls) / len(trajectories),
+        f"{prefix}/tool_parse_rate": sum(calls) / (sum(calls) + parse_errors),
+        f"{prefix}/tool_error_rate": errors / sum(calls) if sum(calls) else 0.0,
+    }

@@ -1,4 +1,5 @@
-"""Built-in sandboxed tools: `bash`, `python` (in `shell`), `editor`, `submit`; registered lazily in `TOOLS`.
+"""Built-in tools, registered lazily in `TOOLS`: the sandboxed `bash`, `python` (in `shell`) and `editor`, and
+`submit` and `calculator`, which need no sandbox.
 
-They run in the trajectory's sandbox (`ctx.sandbox`) and answer with a clear error when none is configured.
+Sandboxed tools run in the trajectory's sandbox (`ctx.sandbox`) and answer with a clear error when none is configured.
 """
