@@ -160,6 +160,13 @@ class TrainerConfig(_Section):
     max_failed_fraction: float = Field(
         0.5, ge=0, le=1, description="stop the run when a larger share of a step's trajectories failed"
     )
+    collapse_warn_ratio: float = Field(
+        0.25,
+        ge=0,
+        lt=1,
+        description="warn when the policy's entropy or response length falls below this fraction of its first "
+        "steps' (a collapsing policy); 0: never warn",
+    )
     overlong_max_tokens: int | None = Field(None, ge=1, description="DAPO overlong penalty: L_max (None: off)")
     overlong_cache_tokens: int = Field(0, ge=0, description="DAPO overlong penalty: L_cache, the soft zone")
     resume: bool = Field(False, description="continue from the last checkpoint in output_dir")

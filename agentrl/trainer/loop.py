@@ -25,6 +25,7 @@ from agentrl.errors import InfrastructureError, TooManyFailuresError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
+from agentrl.trainer.collapse import CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.progress import StepProgress
@@ -66,6 +67,7 @@ class Trainer:
         self.train_samples = run_samples(cfg, "train")
         self.eval_samples = run_samples(cfg, "eval")
         self.rewards = RewardPipeline(cfg.reward)
+        self.collapse = CollapseMonitor(cfg.trainer.collapse_warn_ratio)
         self.version = 0
         """The policy version the rollout servers hold (= training steps done)."""
         self.done: tuple[int, dict[str, int] | None] = (0, None)
@@ -283,6 +285,7 @@ class Trainer:
         )
 
     def _log(self, metrics: dict[str, Any], step: int) -> None:
+        metrics.update(self.collapse.observe(metrics, step))
         self.metrics.log(metrics, step=step)
 
     def _checkpoint(self, step: int, cursor: dict[str, int]) -> None:
