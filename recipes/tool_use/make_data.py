@@ -10,10 +10,13 @@ Run: python recipes/tool_use/make_data.py  (writes data/train.jsonl and data/eva
 
 import json
 import random
+import sys
 from pathlib import Path
 
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "%s"}}\n</tool_call>'
 QUESTION = "What is {a} * {b}?"
+SHOTS = 2
+"""Worked examples in each prompt."""
 
 
 def worked_example(a: int, b: int) -> list[dict[str, str]]:
@@ -27,27 +30,31 @@ def worked_example(a: int, b: int) -> list[dict[str, str]]:
     ]
 
 
-def row(a: int, b: int, example: tuple[int, int]) -> dict[str, object]:
-    prompt = [*worked_example(*example), {"role": "user", "content": QUESTION.format(a=a, b=b)}]
+EXAMPLES = [(123, 45), (608, 17), (251, 93)]
+
+
+def row(a: int, b: int, shots: int) -> dict[str, object]:
+    examples = [message for pair in EXAMPLES[:shots] for message in worked_example(*pair)]
+    prompt = [*examples, {"role": "user", "content": QUESTION.format(a=a, b=b)}]
     return {"prompt": prompt, "ground_truth": str(a * b), "data_source": "tool_use/multiply"}
 
 
-def main() -> None:
+def main(shots: int = SHOTS) -> None:
     rng = random.Random(0)
     pairs = list({(rng.randint(101, 999), rng.randint(11, 99)) for _ in range(400)})
     rng.shuffle(pairs)
-    example = (123, 45)
-    held_out = [p for p in pairs if p != example][:32]
+    pairs = [p for p in pairs if p not in EXAMPLES]
+    held_out = pairs[:32]
     seen = {n for p in held_out for n in p}
-    train = [p for p in pairs if p != example and not seen & set(p)][:256]
+    train = [p for p in pairs[32:] if not seen & set(p)]
     out = Path(__file__).parent / "data"
     out.mkdir(exist_ok=True)
     for name, rows in (("train", train), ("eval", held_out)):
         with (out / f"{name}.jsonl").open("w") as f:
             for a, b in rows:
-                f.write(json.dumps(row(a, b, example)) + "\n")
+                f.write(json.dumps(row(a, b, shots)) + "\n")
         print(f"{len(rows)} rows -> {out / f'{name}.jsonl'}")
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else SHOTS)
