@@ -76,7 +76,7 @@ class GymEpisode:
         self.truncated = False
         self.success = False
         self.last_text = ""
-        self.state = ""
+        self.state_key = ""
         self.turn_rewards: list[float] = []
         self.turn_states: list[str] = []
 
@@ -109,7 +109,7 @@ class GymEpisode:
         """Reset the env; returns the first message: the instructions, then the first observation."""
         obs, info = self.env.reset(seed=seed, options=options)
         self.last_text = self.adapter.observation_text(obs, info)
-        self.state = _digest(self.adapter.state_key(obs, info))
+        self.state_key = _digest(self.adapter.state_key(obs, info))
         return _ask(f"{self.adapter.instructions()}\n\n{self.last_text}", self.adapter.reply_prompt())
 
     def act(self, reply: str) -> StepOutcome:
@@ -124,7 +124,7 @@ class GymEpisode:
         """
         if self.done:
             raise RuntimeError("the episode has ended; reset() before acting again")
-        self.turn_states.append(self.state)
+        self.turn_states.append(self.state_key)
         try:
             action = self.adapter.parse_action(reply)
         except InvalidAction as error:
@@ -136,7 +136,7 @@ class GymEpisode:
         obs, reward, terminated, truncated, info = self.env.step(action)
         reward = float(reward)
         self.turn_rewards.append(reward)
-        self.state = _digest(self.adapter.state_key(obs, info))
+        self.state_key = _digest(self.adapter.state_key(obs, info))
         self.discounted_return += self.discount**self.steps * reward
         self.episode_return += reward
         self.steps += 1

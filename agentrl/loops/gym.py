@@ -98,7 +98,7 @@ def _record(traj: Trajectory, episode: GymEpisode, seed: int | None) -> None:
     traj.metrics.update(episode.metrics())
     unplayed = traj.num_generated_turns - len(episode.turn_rewards)
     traj.turn_rewards = episode.turn_rewards + [0.0] * unplayed
-    traj.turn_states = episode.turn_states + [episode.state] * unplayed
+    traj.turn_states = episode.turn_states + [episode.state_key] * unplayed
     traj.metadata["env"] = {
         "seed": seed,
         "terminated": episode.terminated,

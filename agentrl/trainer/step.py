@@ -76,16 +76,9 @@ def policy_step(
     lcfg = loss_config(cfg, max(response_length(t) for t in trajectories))
     skip = cfg.skip_zero_advantage and cfg.kl_coef == 0
     shares = _shares(len(trajectories), cfg.ppo_mini_batches)
+    tokens = advantages.tokens
     parts = [
-        _part(
-            [trajectories[i] for i in rows],
-            [advantages.tokens[i] for i in rows],
-            skip,
-            shard,
-            pad_token_id,
-            engine,
-            reference,
-        )
+        _part([trajectories[i] for i in rows], [tokens[i] for i in rows], skip, shard, pad_token_id, engine, reference)
         for rows in shares
     ]
     several = len(parts) * cfg.ppo_epochs > 1
