@@ -130,6 +130,13 @@ class Trajectory(BaseModel):
     earlier_steps: list[Trajectory] = Field(default_factory=list)
     """Step samples before this one, when the agent rewrote its history mid-run (the gateway's black-box agents):
     each token-exact on its own, trained with this trajectory's advantage."""
+    turn_rewards: list[float] | None = None
+    """The reward of each generated turn (see `turn_index`), for per-turn credit (`trainer.advantage=turn_grpo` or
+    `gigpo`): e.g. the env's step reward of a Gym turn, with the invalid-action penalty on the turn that caused
+    it. None: the loop records none."""
+    turn_states: list[str] | None = None
+    """A key of the environment state each generated turn started from (equal keys: the same state), for GiGPO's
+    anchor-state groups. None: the loop records none."""
 
     @property
     def token_ids(self) -> list[int]:
@@ -159,6 +166,28 @@ class Trajectory(BaseModel):
     @property
     def num_generated_tokens(self) -> int:
         return sum(len(s.token_ids) for s in self.segments if s.trainable)
+
+    def turn_index(self) -> list[int | None]:
+        """For each segment, the index of the generated turn it belongs to (None for non-generated segments).
+
+        A turn is a maximal run of consecutive trainable segments: the reply of one `ctx.generate`, which is
+        several segments when it was resumed after weight pushes (one per policy version) or cut and continued
+        with no message in between. Any non-trainable segment (prompt, observation, tool result, user turn) ends
+        the turn; the next trainable segment starts the next one.
+        """
+        out: list[int | None] = []
+        turns, in_turn = 0, False
+        for seg in self.segments:
+            if seg.trainable and not in_turn:
+                turns += 1
+            in_turn = seg.trainable
+            out.append(turns - 1 if seg.trainable else None)
+        return out
+
+    @property
+    def num_generated_turns(self) -> int:
+        """Turns in the sense of `turn_index` (one reward each in `turn_rewards`)."""
+        return 1 + max((i for i in self.turn_index() if i is not None), default=-1)
 
     def append(self, segment: Segment) -> None:
         """Append a segment; segments are never edited once appended."""

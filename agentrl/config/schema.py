@@ -170,7 +170,17 @@ class TrainerConfig(_Section):
     overlong_max_tokens: int | None = Field(None, ge=1, description="DAPO overlong penalty: L_max (None: off)")
     overlong_cache_tokens: int = Field(0, ge=0, description="DAPO overlong penalty: L_cache, the soft zone")
     resume: bool = Field(False, description="continue from the last checkpoint in output_dir")
-    advantage: str = Field("grpo", description="advantage estimator: grpo, dr_grpo, rloo, reinforce++, gspo")
+    advantage: str = Field(
+        "grpo",
+        description="advantage estimator: grpo, dr_grpo, rloo, reinforce++, gspo (one per trajectory), or turn_grpo, "
+        "gigpo (one per turn, from the loop's per-turn rewards)",
+    )
+    turn_discount: float = Field(
+        1.0, ge=0, le=1, description="turn_grpo, gigpo: γ of the turn-level return Σ_k γ^(k−t) r_k"
+    )
+    gigpo_step_weight: float = Field(
+        1.0, ge=0, description="gigpo: ω, the weight of the step-level advantage in A = A_episode + ω·A_step"
+    )
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
     ppo_mini_batches: int = Field(
         1, ge=1, description="optimizer steps per batch, each on a 1/N share of its trajectories (PPO mini-batches)"

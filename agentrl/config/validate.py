@@ -2,9 +2,9 @@
 
 Checked: `agent.name` (and the loop's own `agent.kwargs`, and that a tool-calling loop has `tools:`),
 `agent.tool_parser`, each `tools[].class`, each reward component's `type` and options, `trainer.advantage`,
-`trainer.loss`, the trainer settings that depend on each other, `env.id` / `env.entry_point` / `env.adapter`, and
-that every data file exists and its first row parses (and names a known loop, when it names one). Every problem
-is listed at once, each with its fix.
+`trainer.loss`, the trainer settings that depend on each other (a per-turn estimator needs a loop that records
+turn rewards), `env.id` / `env.entry_point` / `env.adapter`, and that every data file exists and its first row
+parses (and names a known loop, when it names one). Every problem is listed at once, each with its fix.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def run_problems(cfg: AgentRLConfig) -> list[str]:
         *_tool_problems(cfg),
         *_reward_problems(cfg),
         *_trainer_problems(cfg),
+        *_turn_credit_problems(cfg),
         *_env_problems(cfg),
         *_data_problems(cfg),
     ]
@@ -123,6 +124,34 @@ def _trainer_problems(cfg: AgentRLConfig) -> list[str]:
         )
     if t.is_mode == "mask" and t.tis_cap is not None and t.is_mask_low >= t.tis_cap:
         problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({t.tis_cap})")
+    return problems
+
+
+def _turn_credit_problems(cfg: AgentRLConfig) -> list[str]:
+    """A per-turn estimator needs a loop that records turn rewards, and an episode reward that is their sum."""
+    from agentrl.errors import UserError
+    from agentrl.loops.base import LOOPS
+    from agentrl.trainer.registry import is_per_turn_advantage
+
+    name = cfg.trainer.advantage
+    try:
+        if not is_per_turn_advantage(name):
+            return []
+        loop = LOOPS.get(loop_name(cfg))
+    except UserError:
+        return []  # reported by the agent and trainer checks
+    problems = []
+    if not loop.records_turns:
+        problems.append(
+            f"trainer.advantage={name} credits each turn with its own reward, but the loop {loop_name(cfg)} records "
+            "no per-turn rewards: use an outcome estimator (trainer.advantage=grpo, rloo, ...) or a loop that "
+            "records them (agent.name=gym)"
+        )
+    if cfg.env.enabled and cfg.env.discount != 1.0:
+        problems.append(
+            f"trainer.advantage={name} discounts turns itself (trainer.turn_discount); set env.discount=1 so that the "
+            "episode reward is the sum of the turn rewards"
+        )
     return problems
 
 

@@ -59,6 +59,12 @@ class EnvAdapter:
                 return strip_ansi(rendered)
         return format_observation(self.env.observation_space, obs)
 
+    def state_key(self, obs: Any, info: dict[str, Any]) -> str:
+        """The env state as text, for GiGPO's anchor-state groups: turns that start from equal keys are compared
+        with each other. Default: `observation_text`; override it when that text carries more than the state (a
+        step counter, the last action) or less (a partially observed env whose full state you can read)."""
+        return self.observation_text(obs, info)
+
     def reply_prompt(self) -> str:
         """A line ending every message that waits for a reply ("" for none); small models follow a question
         placed last better than instructions given once at the top."""

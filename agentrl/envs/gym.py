@@ -12,6 +12,7 @@ print(outcome.text, episode.reward)   # the next observation, the (discounted) r
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,9 @@ class GymEpisode:
         self.truncated = False
         self.success = False
         self.last_text = ""
+        self.state_key = ""
+        self.turn_rewards: list[float] = []
+        self.turn_states: list[str] = []
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, kwargs: dict[str, Any] | None = None) -> GymEpisode:
@@ -105,25 +109,34 @@ class GymEpisode:
         """Reset the env; returns the first message: the instructions, then the first observation."""
         obs, info = self.env.reset(seed=seed, options=options)
         self.last_text = self.adapter.observation_text(obs, info)
+        self.state_key = _digest(self.adapter.state_key(obs, info))
         return _ask(f"{self.adapter.instructions()}\n\n{self.last_text}", self.adapter.reply_prompt())
 
     def act(self, reply: str) -> StepOutcome:
         """Parse `reply` into an action and step the env with it, or answer why it is not valid.
+
+        Each call is one turn: it appends the state the turn started from to `turn_states` (a digest of the
+        adapter's `state_key`) and the turn's reward to `turn_rewards` (the step reward, or minus the invalid-action
+        penalty for an invalid reply, which leaves the state as it was).
 
         Raises:
             RuntimeError: the episode has already ended.
         """
         if self.done:
             raise RuntimeError("the episode has ended; reset() before acting again")
+        self.turn_states.append(self.state_key)
         try:
             action = self.adapter.parse_action(reply)
         except InvalidAction as error:
             self.invalid_actions += 1
             self.invalid_in_a_row += 1
+            self.turn_rewards.append(-self.invalid_action_penalty)
             return StepOutcome(text=self.adapter.invalid_text(error), valid=False)
         self.invalid_in_a_row = 0
         obs, reward, terminated, truncated, info = self.env.step(action)
         reward = float(reward)
+        self.turn_rewards.append(reward)
+        self.state_key = _digest(self.adapter.state_key(obs, info))
         self.discounted_return += self.discount**self.steps * reward
         self.episode_return += reward
         self.steps += 1
@@ -150,3 +163,7 @@ class GymEpisode:
 
 def _ask(text: str, prompt: str) -> str:
     return f"{text}\n{prompt}" if prompt else text
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]

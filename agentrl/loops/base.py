@@ -51,6 +51,8 @@ class AgentLoopBase(ABC):
     Options: ClassVar[type[BaseModel] | None] = None
     """The typed model of `agent.kwargs` (a `LoopOptions` subclass), or None to take them unchecked."""
     uses_tools: bool = False
+    records_turns: bool = False
+    """Whether the loop sets `Trajectory.turn_rewards` and `turn_states` (per-turn estimators need them)."""
     run_config: AgentRLConfig | None = None
     """The whole run's config when run by `agentrl rollout/train/eval` (None in bare use)."""
 

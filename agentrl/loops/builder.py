@@ -47,13 +47,11 @@ class TrajectoryBuilder:
     def add_generation_pieces(self, pieces: list[tuple[list[int], list[float] | None, int | None]]) -> str:
         """Append one assistant turn generated in pieces (a partial rollout: interrupted by weight pushes and
         continued from its exact prefix), one trainable segment per piece with the version that generated it;
-        returns the turn's text (end token stripped)."""
+        returns the turn's text (end token stripped). Empty pieces are left out, but a turn always has a segment
+        (the last piece's, when all are empty), so that every generation is a turn (`Trajectory.turn_index`)."""
         token_ids: list[int] = []
-        for ids, logprobs, version in pieces:
-            if ids or len(pieces) == 1:
-                self.trajectory.append(
-                    Segment(token_ids=ids, trainable=True, logprobs=logprobs, policy_version=version)
-                )
+        for ids, logprobs, version in [p for p in pieces if p[0]] or pieces[-1:]:
+            self.trajectory.append(Segment(token_ids=ids, trainable=True, logprobs=logprobs, policy_version=version))
             token_ids += ids
         text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
         self._last_generated_text = text

@@ -31,12 +31,17 @@ class GymAgentLoop(AgentLoopBase):
     `env.invalid_action_penalty` per invalid reply, set however the trajectory ends; `metrics` get `env/return`,
     `env/success`, `env/steps`, `env/invalid_actions`, and `metadata["env"]` the seed, flags and final message.
 
+    Per-turn credit: `turn_rewards` gets each turn's step reward (minus the invalid-action penalty for an invalid
+    reply) and `turn_states` the state it started from; a last turn generated but never played (cut by the
+    token budget) gets reward 0.
+
     Args:
         config: the `agent:` config.
         env: the env config; default: the run's `env:` section (`loop.run_config.env`).
     """
 
     Options = LoopOptions  # its options are the run's `env:` section
+    records_turns = True
 
     def __init__(self, config: AgentConfig | None = None, env: EnvConfig | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
@@ -91,6 +96,9 @@ def _record(traj: Trajectory, episode: GymEpisode, seed: int | None) -> None:
     if episode.invalid_action_penalty:
         traj.reward_components["invalid_actions"] = -episode.invalid_action_penalty * episode.invalid_actions
     traj.metrics.update(episode.metrics())
+    unplayed = traj.num_generated_turns - len(episode.turn_rewards)
+    traj.turn_rewards = episode.turn_rewards + [0.0] * unplayed
+    traj.turn_states = episode.turn_states + [episode.state_key] * unplayed
     traj.metadata["env"] = {
         "seed": seed,
         "terminated": episode.terminated,

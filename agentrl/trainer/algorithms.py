@@ -1,8 +1,9 @@
 """Advantage estimators for outcome rewards, in a registry named as in the literature.
 
 Every estimator maps one scalar reward per sequence, plus the group id of the prompt the sequence answers, to
-one advantage per sequence. The caller broadcasts it over the response tokens with `broadcast_to_tokens`, whose
-mask zeroes tool/observation tokens and padding.
+one advantage per sequence, which the trainer puts on every generated token of the sequence and on no tool,
+observation or padding token (`agentrl.trainer.advantages`; `broadcast_to_tokens` does the same on a padded batch).
+Per-turn estimators, one advantage per turn, are in `agentrl.trainer.turn_algorithms`.
 
 Conventions shared by all estimators (a "group" is the G responses sampled for one prompt):
     * group statistics use the unbiased standard deviation (`torch.std`, as in TRL and verl);

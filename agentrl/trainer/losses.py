@@ -155,7 +155,7 @@ class PolicyLoss:
         Args:
             logprobs: log π_θ of the response tokens, with gradient.
             old_logprobs: log π_θ_old (the trainer's, before this update); detached here.
-            advantages: token-level Â [B, R] (see `algorithms.broadcast_to_tokens`); detached here.
+            advantages: token-level Â [B, R] (see `agentrl.trainer.advantages`); detached here.
             response_mask: 1 for tokens the policy generated; 0 for tool/observation tokens and padding.
             config: hyper-parameters; None: `PolicyLossConfig()`.
             ref_logprobs: log π_ref of a frozen reference; needed when `config.kl_coef > 0`, logged otherwise.

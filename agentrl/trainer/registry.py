@@ -35,12 +35,32 @@ ADVANTAGES: Registry[Any] = Registry(
         "dr_grpo": "agentrl.trainer.algorithms:dr_grpo_advantage",
         "rloo": "agentrl.trainer.algorithms:rloo_advantage",
         "reinforce++": "agentrl.trainer.algorithms:reinforce_pp_baseline_advantage",
+        "turn_grpo": "agentrl.trainer.turn_algorithms:turn_grpo_advantage",
+        "gigpo": "agentrl.trainer.turn_algorithms:gigpo_advantage",
     },
     accepts=callable,
-    expected="an advantage estimator function (rewards, group_ids, *, eps) -> advantages",
+    expected="an advantage estimator function (rewards, group_ids, *, eps) -> advantages, or a per-turn one "
+    "(agentrl.trainer.turn_algorithms.TurnAdvantageEstimator)",
     example="my_pkg.advantages:my_estimator",
 )
-"""Advantage estimators by `trainer.advantage`: `(rewards [B], group_ids [B], *, eps) -> advantages [B]`."""
+"""Advantage estimators by `trainer.advantage`: outcome ones `(rewards [B], group_ids [B], *, eps) -> advantages
+[B]`, and per-turn ones (`per_turn = True`) `(episodes, *, discount, step_weight, eps) -> TurnAdvantages`."""
+
+PER_TURN_BUILTINS = frozenset({"turn_grpo", "gigpo"})
+OUTCOME_BUILTINS = frozenset({"grpo", "gspo", "dr_grpo", "rloo", "reinforce++"})
+
+
+def is_per_turn_advantage(name: str) -> bool:
+    """Whether `trainer.advantage=name` credits turns rather than whole trajectories: the built-ins are told apart
+    without importing them (nor torch), any other estimator by its `per_turn` attribute.
+
+    Raises:
+        UserError: unknown name.
+    """
+    if name in PER_TURN_BUILTINS or name in OUTCOME_BUILTINS:
+        return name in PER_TURN_BUILTINS
+    return bool(getattr(ADVANTAGES.get(name), "per_turn", False))
+
 
 LOSSES: Registry[Any] = Registry(
     "policy loss",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from agentrl.config.schema import TrainerConfig
-from agentrl.trainer.algorithms import broadcast_to_tokens, compute_advantages, rewards_and_groups
+from agentrl.trainer.advantages import row_advantages
 from agentrl.trainer.batch import PaddedBatch, collate, response_length
 from agentrl.trainer.engine import PolicyEngine, batch_to, is_additive
 from agentrl.trainer.losses import PolicyLossConfig, get_loss
@@ -50,16 +50,16 @@ def policy_step(
     shard: tuple[int, int] = (0, 1),
     reference: ReferencePolicy | None = None,
 ) -> dict[str, float]:
-    """Compute advantages for `trajectories`, then take `ppo_epochs` x `ppo_mini_batches` optimizer steps; returns
-    train/* metrics.
+    """Compute the token advantages of `trajectories` (`row_advantages`), then take `ppo_epochs` x
+    `ppo_mini_batches` optimizer steps; returns train/* metrics.
 
     With `shard=(rank, world_size)`, advantages are computed over all trajectories and this rank trains on rows
     `rank::world_size` of each mini-batch (data parallel under FSDP); the metrics are reduced over the ranks, so
     every rank returns the global figures. A rank left without rows runs one fully masked row.
 
-    With `cfg.skip_zero_advantage` and no KL penalty, rows whose advantage is 0 are left out of the forward and
-    backward: they contribute no gradient, and the denominators stay those of the whole (mini-)batch, so the update
-    is the same. The optimizer still steps when no row is left (on one masked row), as it would have.
+    With `cfg.skip_zero_advantage` and no KL penalty, rows whose token advantages are all 0 are left out of the
+    forward and backward: they contribute no gradient, and the denominators stay those of the whole (mini-)batch, so
+    the update is the same. The optimizer still steps when no row is left (on one masked row), as it would have.
 
     One update (the default) on the whole batch: π_θ_old is the current policy and its logprobs come from the
     training forward itself (the ratio is exactly 1). Several updates (`ppo_mini_batches` contiguous shares of the
@@ -71,14 +71,14 @@ def policy_step(
     """
     if not trajectories:
         return {"train/skipped": 1.0}
-    rewards, groups = rewards_and_groups(trajectories)
-    advantages = compute_advantages(cfg.advantage, rewards, groups)
-    trajectories, advantages = with_step_samples(trajectories, advantages)
+    advantages = row_advantages(cfg, trajectories)
+    trajectories = advantages.rows
     lcfg = loss_config(cfg, max(response_length(t) for t in trajectories))
     skip = cfg.skip_zero_advantage and cfg.kl_coef == 0
     shares = _shares(len(trajectories), cfg.ppo_mini_batches)
+    tokens = advantages.tokens
     parts = [
-        _part([trajectories[i] for i in rows], advantages[rows], skip, shard, pad_token_id, engine, reference)
+        _part([trajectories[i] for i in rows], [tokens[i] for i in rows], skip, shard, pad_token_id, engine, reference)
         for rows in shares
     ]
     several = len(parts) * cfg.ppo_epochs > 1
@@ -100,30 +100,11 @@ def policy_step(
     if shard[1] > 1:
         local_tokens = float(sum(part.batch.response_mask.sum() for part in parts))
         out = _reduce_over_ranks(out, local_tokens, engine)
-    out["train/advantage_abs_mean"] = float(advantages.abs().mean())
-    out["train/advantage_std"] = float(advantages.std(unbiased=False))
-    out["train/advantage_max"] = float(advantages.max())
-    out["train/advantage_min"] = float(advantages.min())
+    out.update(advantages.metrics)
     out["train/tokens"] = float(sum(t.num_generated_tokens for t in trajectories))
     out["train/rows_trained"] = float(kept)
     out["train/ppo_updates"] = float(len(updates))
     return out
-
-
-def with_step_samples(
-    trajectories: list[Trajectory], advantages: torch.Tensor
-) -> tuple[list[Trajectory], torch.Tensor]:
-    """Each trajectory preceded by its earlier step samples (`Trajectory.earlier_steps`, those with generated
-    tokens), every one a row of its own with the trajectory's advantage (step-wise training)."""
-    if not any(t.earlier_steps for t in trajectories):
-        return trajectories, advantages
-    rows: list[Trajectory] = []
-    index: list[int] = []
-    for i, traj in enumerate(trajectories):
-        steps = [s for s in traj.earlier_steps if any(seg.trainable for seg in s.segments)]
-        rows += [*steps, traj]
-        index += [i] * (len(steps) + 1)
-    return rows, advantages[torch.tensor(index, dtype=torch.long)]
 
 
 @dataclass
@@ -155,22 +136,22 @@ def _shares(count: int, mini_batches: int) -> list[list[int]]:
 
 def _part(
     trajectories: list[Trajectory],
-    advantages: torch.Tensor,
+    token_advantages: list[torch.Tensor],
     skip_zero: bool,
     shard: tuple[int, int],
     pad_token_id: int,
     engine: PolicyEngine,
     reference: ReferencePolicy | None,
 ) -> _Part:
-    kept, kept_adv = trajectories, advantages
+    kept, kept_adv = trajectories, token_advantages
     if skip_zero:
-        rows = _rows_with_signal(advantages)
-        kept, kept_adv = [trajectories[i] for i in rows], advantages[rows]
-    batch, local_adv = _rank_batch(kept, kept_adv, shard, pad_token_id, engine.device, fallback=trajectories[0])
+        rows = _rows_with_signal(token_advantages)
+        kept, kept_adv = [trajectories[i] for i in rows], [token_advantages[i] for i in rows]
+    batch, token_adv = _rank_batch(kept, kept_adv, shard, pad_token_id, engine.device, fallback=trajectories[0])
     return _Part(
         kept=kept,
         batch=batch,
-        token_adv=broadcast_to_tokens(local_adv, batch.response_mask),
+        token_adv=token_adv,
         num_tokens=float(sum(t.num_generated_tokens for t in trajectories)),
         num_seqs=float(len(trajectories)),
         ref_logprobs=reference.logprobs(engine, batch) if reference is not None else None,
@@ -225,26 +206,31 @@ def _mismatch_of(parts: list[_Part]) -> float:
     return total / tokens if tokens else 0.0
 
 
-def _rows_with_signal(advantages: torch.Tensor) -> list[int]:
-    return [i for i, a in enumerate(advantages.tolist()) if abs(a) > ZERO_ADVANTAGE]
+def _rows_with_signal(token_advantages: list[torch.Tensor]) -> list[int]:
+    return [i for i, adv in enumerate(token_advantages) if adv.numel() and float(adv.abs().max()) > ZERO_ADVANTAGE]
 
 
 def _rank_batch(
     trajectories: list[Trajectory],
-    advantages: torch.Tensor,
+    token_advantages: list[torch.Tensor],
     shard: tuple[int, int],
     pad_token_id: int,
     device: torch.device,
     fallback: Trajectory,
 ) -> tuple[PaddedBatch, torch.Tensor]:
-    """This rank's rows `rank::world` and their advantages, on `device`; one masked row (of `fallback`) when it
-    has none."""
+    """This rank's rows `rank::world` and their token advantages [b, R] (0 on padding), on `device`; one masked
+    row (of `fallback`) when it has none."""
     rank, world = shard
     mine = trajectories[rank::world]
-    if mine:
-        return batch_to(collate(mine, pad_token_id), device), advantages[rank::world].to(device)
-    batch = batch_to(collate([fallback], pad_token_id), device)
-    return replace(batch, response_mask=torch.zeros_like(batch.response_mask)), torch.zeros(1, device=device)
+    if not mine:
+        batch = batch_to(collate([fallback], pad_token_id), device)
+        masked = replace(batch, response_mask=torch.zeros_like(batch.response_mask))
+        return masked, torch.zeros(batch.response_mask.shape, device=device)
+    batch = batch_to(collate(mine, pad_token_id), device)
+    token_adv = torch.zeros(batch.response_mask.shape, dtype=torch.float32)
+    for row, adv in enumerate(token_advantages[rank::world]):
+        token_adv[row, : adv.numel()] = adv
+    return batch, token_adv.to(device)
 
 
 def _reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: PolicyEngine) -> dict[str, float]:

@@ -16,7 +16,7 @@ from agentrl.errors import UserError
 from agentrl.loops.drift import check_drift
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.testing import ScriptedPolicy
-from agentrl.trainer.step import with_step_samples
+from agentrl.trainer.advantages import with_step_samples
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
 HERE = "tests.unit.test_openai_agent_loop"

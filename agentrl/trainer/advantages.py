@@ -1,0 +1,82 @@
+"""The advantage of every response token of a step's rows, from either kind of estimator (`trainer.advantage`).
+
+An outcome estimator (`agentrl.trainer.algorithms`) gives each trajectory one advantage, which every turn of it
+shares; a per-turn estimator (`agentrl.trainer.turn_algorithms`) gives each turn its own. Either way a turn's
+advantage lands on exactly that turn's generated tokens (`turn_credit.token_advantages`), and tool, observation
+and user tokens get none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.config.schema import TrainerConfig
+from agentrl.trainer.algorithms import get_advantage, rewards_and_groups
+from agentrl.trainer.turn_algorithms import is_per_turn
+from agentrl.trainer.turn_credit import token_advantages, turn_episodes
+from agentrl.types import Trajectory
+
+
+@dataclass
+class RowAdvantages:
+    """The rows of a training step and their token advantages.
+
+    Attributes:
+        rows: the trajectories, each preceded by its earlier step samples (`with_step_samples`).
+        tokens: per row, a float32 vector of its response tokens' advantages (`response_length(row)` long).
+        metrics: `train/advantage_*` (over trajectories, or over turns for a per-turn estimator) and the
+            per-turn estimator's own figures (`train/turn_adv_abs_mean`, ...).
+    """
+
+    rows: list[Trajectory]
+    tokens: list[torch.Tensor]
+    metrics: dict[str, float]
+
+
+def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdvantages:
+    """Run `cfg.advantage` on scored trajectories.
+
+    Raises:
+        UserError: a trajectory has no reward, or (per-turn estimators) no turn rewards.
+    """
+    estimator = get_advantage(cfg.advantage)
+    if is_per_turn(estimator):
+        episodes = turn_episodes(trajectories, cfg.advantage)
+        result = estimator(episodes, discount=cfg.turn_discount, step_weight=cfg.gigpo_step_weight)
+        tokens = [token_advantages(t, a.tolist()) for t, a in zip(trajectories, result.per_turn, strict=True)]
+        per_turn = torch.cat(result.per_turn)
+        metrics = {**_figures(per_turn), "train/turn_adv_abs_mean": float(per_turn.abs().mean()), **result.metrics}
+        return RowAdvantages(trajectories, tokens, metrics)
+    rewards, groups = rewards_and_groups(trajectories)
+    rows, advantages = with_step_samples(trajectories, estimator(rewards, groups))
+    tokens = [token_advantages(t, [a] * t.num_generated_turns) for t, a in zip(rows, advantages.tolist(), strict=True)]
+    return RowAdvantages(rows, tokens, _figures(advantages))
+
+
+def with_step_samples(
+    trajectories: list[Trajectory], advantages: torch.Tensor
+) -> tuple[list[Trajectory], torch.Tensor]:
+    """Each trajectory preceded by its earlier step samples (`Trajectory.earlier_steps`, those with generated
+    tokens), every one a row of its own with the trajectory's advantage (step-wise training)."""
+    if not any(t.earlier_steps for t in trajectories):
+        return trajectories, advantages
+    rows: list[Trajectory] = []
+    index: list[int] = []
+    for i, traj in enumerate(trajectories):
+        steps = [s for s in traj.earlier_steps if any(seg.trainable for seg in s.segments)]
+        rows += [*steps, traj]
+        index += [i] * (len(steps) + 1)
+    return rows, advantages[torch.tensor(index, dtype=torch.long)]
+
+
+def _figures(advantages: torch.Tensor) -> dict[str, float]:
+    if advantages.numel() == 0:
+        return {}
+    return {
+        "train/advantage_abs_mean": float(advantages.abs().mean()),
+        "train/advantage_std": float(advantages.std(unbiased=False)),
+        "train/advantage_max": float(advantages.max()),
+        "train/advantage_min": float(advantages.min()),
+    }

@@ -1,0 +1,93 @@
+"""Per-turn credit: the turns of scored trajectories as estimator input, and turn advantages onto tokens.
+
+A turn is a maximal run of trainable segments (`Trajectory.turn_index`). Its reward comes from
+`Trajectory.turn_rewards`; what the trajectory's reward adds beyond the turn rewards (reward components, DAPO's
+overlong penalty) is credited to the last turn, so the turn rewards always sum to the trajectory's reward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.errors import UserError
+from agentrl.trainer.batch import response_length
+from agentrl.types import Trajectory
+
+
+@dataclass(frozen=True)
+class TurnEpisode:
+    """One trajectory as a per-turn estimator sees it.
+
+    Attributes:
+        group_id: the group of its prompt.
+        reward: R(τ), the trajectory's reward.
+        turn_rewards: r_1..r_T, one per generated turn; they sum to `reward` (when T > 0).
+        turn_states: the state key each turn started from (None when the loop records none).
+    """
+
+    group_id: Hashable
+    reward: float
+    turn_rewards: list[float]
+    turn_states: list[str] | None = None
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turn_rewards)
+
+
+def turn_episodes(trajectories: Sequence[Trajectory], estimator: str) -> list[TurnEpisode]:
+    """The scored trajectories as `TurnEpisode`s for the per-turn estimator named `estimator`.
+
+    Raises:
+        UserError: a trajectory has no reward, records no turn rewards, not one per turn, or has earlier step
+            samples (which hold other token sequences than its turns).
+    """
+    return [_episode(traj, estimator) for traj in trajectories]
+
+
+def _episode(traj: Trajectory, estimator: str) -> TurnEpisode:
+    where = f"trainer.advantage={estimator}: trajectory {traj.id}"
+    if traj.reward is None:
+        raise UserError(f"{where} has no reward; run the reward pipeline before computing advantages")
+    if traj.turn_rewards is None:
+        raise UserError(
+            f"{where} (loop {traj.agent_name or '?'}) records no per-turn rewards; play it with a loop that does "
+            "(gym), set Trajectory.turn_rewards in your loop, or use an outcome estimator (grpo, rloo, ...)"
+        )
+    if traj.earlier_steps:
+        raise UserError(f"{where} has earlier step samples, which have no turns of their own; use grpo or rloo")
+    turns = traj.num_generated_turns
+    for name, values in (("turn_rewards", traj.turn_rewards), ("turn_states", traj.turn_states)):
+        if values is not None and len(values) != turns:
+            raise UserError(f"{where} has {turns} generated turns but {len(values)} {name}; record one per turn")
+    rewards = [float(r) for r in traj.turn_rewards]
+    if rewards:  # the reward the turns do not account for goes to the last turn
+        rewards[-1] += float(traj.reward) - sum(rewards)
+    return TurnEpisode(traj.group_id, float(traj.reward), rewards, traj.turn_states)
+
+
+def token_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -> torch.Tensor:
+    """Each turn's advantage on exactly that turn's generated tokens, as a float32 vector over the response
+    (`response_length(traj)` tokens, aligned with `trajectory_to_tensors`); 0 on prompt-side, observation, tool and
+    user tokens.
+
+    Raises:
+        ValueError: not one advantage per generated turn.
+    """
+    turn_of = traj.turn_index()
+    if len(turn_advantages) != traj.num_generated_turns:
+        raise ValueError(
+            f"trajectory {traj.id}: {traj.num_generated_turns} turns but {len(turn_advantages)} advantages"
+        )
+    out = torch.zeros(response_length(traj), dtype=torch.float32)
+    first = next((i for i, t in enumerate(turn_of) if t is not None), len(turn_of))
+    at = 0
+    for seg, turn in zip(traj.segments[first:], turn_of[first:], strict=True):
+        n = len(seg.token_ids)
+        if turn is not None:
+            out[at : at + n] = float(turn_advantages[turn])
+        at += n
+    return out

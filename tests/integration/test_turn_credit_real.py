@@ -1,0 +1,51 @@
+"""Two training steps of the gym recipe with each per-turn estimator, with the real model and `hf` server: the run
+completes, trajectories carry one reward and one state per turn, and the per-turn figures are logged."""
+
+import gzip
+import json
+
+import pytest
+
+from agentrl.cli import main
+from agentrl.types import Trajectory
+
+pytestmark = pytest.mark.integration
+
+
+def train_gym(url, out, advantage):
+    args = [
+        "train",
+        "recipe=gym",
+        f"rollout.urls=[{url}]",
+        f"trainer.advantage={advantage}",
+        "trainer.steps=2",
+        "trainer.eval_every=0",
+        "trainer.turn_discount=0.95",
+        "data.batch_size=2",
+        "rollout.n=2",
+        "rollout.seed=3",
+        "env.max_steps=3",  # small: training costs ~1/20 s per token on 2 CPU cores
+        "agent.max_turns=3",
+        f"output_dir={out}",
+    ]
+    assert main(args) == 0
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def trajectories(out, step):
+    with gzip.open(out / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
+        return [Trajectory.from_json(line) for line in f]
+
+
+@pytest.mark.parametrize("advantage", ["turn_grpo", "gigpo"])
+def test_two_gym_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advantage):
+    steps = train_gym(hf_server_url, tmp_path, advantage)
+    assert [s["step"] for s in steps] == [1, 2]
+    for step in (1, 2):
+        for traj in trajectories(tmp_path, step):
+            assert len(traj.turn_rewards) == len(traj.turn_states) == traj.num_generated_turns > 0
+            assert sum(traj.turn_rewards) == pytest.approx(traj.reward)
+    assert all("train/turn_adv_abs_mean" in s for s in steps)
+    assert any(s["train/turn_adv_abs_mean"] > 0 and s["train/rows_trained"] > 0 for s in steps)
+    if advantage == "gigpo":  # a group's episodes start from the same seeded state: first turns share an anchor
+        assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)
