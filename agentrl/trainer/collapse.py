@@ -37,7 +37,7 @@ class CollapseMonitor:
         self.warned: set[str] = set()
 
     def observe(self, metrics: Mapping[str, Any], step: int) -> dict[str, float]:
-        """The ratios for this step's `metrics` (plus `monitor/collapse_warnings`), warning on a new collapse."""
+        """The ratios for this step's `metrics` (plus `train/collapse_warnings`), warning on a new collapse."""
         out: dict[str, float] = {}
         for name, (ratio_name, label) in WATCHED.items():
             value = metrics.get(name)
@@ -53,7 +53,7 @@ class CollapseMonitor:
             if self.warn_ratio and out[ratio_name] < self.warn_ratio and name not in self.warned:
                 self.warned.add(name)
                 self._warn(label, value, baseline, step)
-        out["monitor/collapse_warnings"] = float(len(self.warned))
+        out["train/collapse_warnings"] = float(len(self.warned))
         return out
 
     def _warn(self, label: str, value: float, baseline: float, step: int) -> None:

@@ -1,22 +1,27 @@
 """Builds the tool_use task files: multiply a 3-digit by a 2-digit number, with a calculator tool.
 
 SmolLM2-135M cannot multiply 347 by 29 in its head (it answers a plausible wrong number), but it can copy the
-numbers into a `calculator` call and the result into its answer. Each prompt carries one worked example in the
-exact hermes format the `tool_agent` loop parses (the model does not follow the tool instructions alone), then
-the question. Held-out questions use numbers that never appear in training.
+numbers into a `calculator` call and the result into its answer. Each prompt carries worked examples in the exact
+hermes format the `tool_agent` loop parses (the model does not follow the tool instructions alone), then the
+question: training prompts alternate two examples and one, held-out prompts have one, so what is measured is the
+model calling the tool with less scaffolding than it learned with. Held-out questions use numbers that never
+appear in training.
 
 Run: python recipes/tool_use/make_data.py  (writes data/train.jsonl and data/eval.jsonl, deterministic)
 """
 
 import json
 import random
-import sys
 from pathlib import Path
 
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "%s"}}\n</tool_call>'
 QUESTION = "What is {a} * {b}?"
-SHOTS = 2
-"""Worked examples in each prompt."""
+TRAIN_SHOTS = (2, 1)
+"""Worked examples in the training prompts, alternating: with two the sampled replies call the calculator often
+enough for GRPO to learn from (46 %, 12 % right), with one they almost never do (6 %, none right)."""
+EVAL_SHOTS = 1
+"""Worked examples in the held-out prompts: one, with which the untrained model's greedy reply never calls the tool
+(with two it already does, and answers 90 % right)."""
 
 
 def worked_example(a: int, b: int) -> list[dict[str, str]]:
@@ -39,7 +44,7 @@ def row(a: int, b: int, shots: int) -> dict[str, object]:
     return {"prompt": prompt, "ground_truth": str(a * b), "data_source": "tool_use/multiply"}
 
 
-def main(shots: int = SHOTS) -> None:
+def main() -> None:
     rng = random.Random(0)
     pairs = list({(rng.randint(101, 999), rng.randint(11, 99)) for _ in range(400)})
     rng.shuffle(pairs)
@@ -51,10 +56,11 @@ def main(shots: int = SHOTS) -> None:
     out.mkdir(exist_ok=True)
     for name, rows in (("train", train), ("eval", held_out)):
         with (out / f"{name}.jsonl").open("w") as f:
-            for a, b in rows:
+            for i, (a, b) in enumerate(rows):
+                shots = TRAIN_SHOTS[i % len(TRAIN_SHOTS)] if name == "train" else EVAL_SHOTS
                 f.write(json.dumps(row(a, b, shots)) + "\n")
         print(f"{len(rows)} rows -> {out / f'{name}.jsonl'}")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else SHOTS)
+    main()

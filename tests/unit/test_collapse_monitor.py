@@ -16,8 +16,8 @@ def test_ratios_against_the_first_steps_and_one_warning_when_entropy_collapses(c
         again = monitor.observe({"train/entropy": 0.1, "rollout/response_tokens_mean": 20.0}, step=5)
     assert first["train/entropy_ratio"] == 1.0 and second["train/entropy_ratio"] == 1.0 / 1.5
     assert healthy["train/entropy_ratio"] == 0.6 / 1.5 and healthy["rollout/length_ratio"] == 1.0
-    assert abs(collapsed["train/entropy_ratio"] - 0.2) < 1e-9 and collapsed["monitor/collapse_warnings"] == 1.0
-    assert again["monitor/collapse_warnings"] == 1.0
+    assert abs(collapsed["train/entropy_ratio"] - 0.2) < 1e-9 and collapsed["train/collapse_warnings"] == 1.0
+    assert again["train/collapse_warnings"] == 1.0
     (record,) = caplog.records
     assert "step 4" in record.getMessage() and "entropy fell to 0.3" in record.getMessage()
     assert "trainer.lr" in record.getMessage()
@@ -27,7 +27,7 @@ def test_a_collapsing_response_length_warns_and_zero_disables_warnings(caplog):
     with caplog.at_level(logging.WARNING, logger="agentrl.trainer.collapse"):
         monitor = CollapseMonitor(warn_ratio=0.5, baseline_steps=1)
         monitor.observe({"rollout/response_tokens_mean": 40.0}, step=1)
-        assert monitor.observe({"rollout/response_tokens_mean": 8.0}, step=2)["monitor/collapse_warnings"] == 1.0
+        assert monitor.observe({"rollout/response_tokens_mean": 8.0}, step=2)["train/collapse_warnings"] == 1.0
         assert "response length" in caplog.records[0].getMessage()
         silent = CollapseMonitor(warn_ratio=0.0, baseline_steps=1)
         silent.observe({"train/entropy": 1.0}, step=1)
@@ -37,5 +37,5 @@ def test_a_collapsing_response_length_warns_and_zero_disables_warnings(caplog):
 
 def test_steps_without_the_metrics_are_skipped():
     monitor = CollapseMonitor()
-    assert monitor.observe({"train/skipped": 1.0}, step=1) == {"monitor/collapse_warnings": 0.0}
-    assert monitor.observe({"train/entropy": 0.0}, step=2) == {"monitor/collapse_warnings": 0.0}
+    assert monitor.observe({"train/skipped": 1.0}, step=1) == {"train/collapse_warnings": 0.0}
+    assert monitor.observe({"train/entropy": 0.0}, step=2) == {"train/collapse_warnings": 0.0}
