@@ -86,8 +86,11 @@ def reward_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
 
 
 def eval_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
-    """Held-out reward and success rate (every `eval/…` rate; the `eval/failed…` counts are not rates)."""
-    return _lines(run, [s for s in run.matching("eval/") if not s.startswith("eval/failed")], "held-out")
+    """Held-out reward and success rate first, then every other `eval/…` rate (reward components, tool use; the
+    `eval/failed…` counts are not rates)."""
+    first = ["eval/reward_mean", "eval/success_rate"]
+    rest = [s for s in run.matching("eval/") if s not in first and not s.startswith("eval/failed")]
+    return _lines(run, [*first, *rest], "held-out")
 
 
 def length_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:

@@ -197,6 +197,7 @@ class Trainer:
                     self._stop_on_failures(batch)
                     metrics = await asyncio.to_thread(self._train_and_sync, batch)
                     metrics["perf/wall_s"] = time.perf_counter() - loop_started  # evaluations included
+                    metrics.update(self.collapse.observe(metrics, step))
                     async with updated:
                         self.version = step
                         updated.notify_all()
@@ -285,7 +286,6 @@ class Trainer:
         )
 
     def _log(self, metrics: dict[str, Any], step: int) -> None:
-        metrics.update(self.collapse.observe(metrics, step))
         self.metrics.log(metrics, step=step)
 
     def _checkpoint(self, step: int, cursor: dict[str, int]) -> None:

@@ -127,7 +127,12 @@ def test_rollout_metrics_names_and_values():
     assert m["rollout/reward_mean"] == 0.5 and m["rollout/reward_std"] == 0.5 and m["reward/hit"] == 0.5
     assert m["rollout/stop_reason/done"] == 0.5 and m["rollout/stop_reason/max_tokens"] == 0.5
     assert m["rollout/response_tokens_mean"] == 3.0 and m["perf/rollout_tokens_per_s"] == 3.0
-    assert eval_metrics([a, b]) == {"eval/reward_mean": 0.5, "eval/success_rate": 0.5, "eval/failed": 0.0}
+    assert eval_metrics([a, b]) == {
+        "eval/reward_mean": 0.5,
+        "eval/success_rate": 0.5,
+        "eval/failed": 0.0,
+        "eval/reward/hit": 0.5,
+    }
 
 
 def test_checkpoints_are_complete_or_invisible_and_only_the_last_two_stay(tmp_path):
