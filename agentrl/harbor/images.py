@@ -21,7 +21,7 @@ from typing import Any
 from agentrl.errors import UserError
 from agentrl.harbor.dataset import load_tasks
 from agentrl.harbor.task import HarborTask
-from agentrl.sandbox.images import BASE_IMAGE, ImageBuildError, _client
+from agentrl.sandbox.images import BASE_IMAGE, ImageBuildError, _client, image_exists
 from agentrl.sandbox.recipe_images import HASH_LEN, context_hash, docker_build
 
 TAG_PREFIX = "agentrl/harbor-"
@@ -63,7 +63,7 @@ def task_image(task: HarborTask, client: Any = None, force: bool = False) -> str
     client = client or _client()
     prebuilt = task.config.environment.docker_image
     if prebuilt is not None:
-        if not _exists(client, prebuilt):
+        if not image_exists(prebuilt, client):
             raise HarborImageError(
                 f"task {task.name}: [environment].docker_image {prebuilt} is not in the local Docker engine and "
                 "nothing is pulled (no registry is reachable): `docker load` or build it first"
@@ -72,7 +72,7 @@ def task_image(task: HarborTask, client: Any = None, force: bool = False) -> str
     text = task.dockerfile.read_text()
     buildargs = {"BASE_IMAGE": BASE_IMAGE} if "BASE_IMAGE" in text else {}
     bases = base_images(text, buildargs)
-    missing = [b for b in bases if not _exists(client, b)]
+    missing = [b for b in bases if not image_exists(b, client)]
     if missing:
         raise HarborImageError(
             f"task {task.name}: environment/Dockerfile builds FROM {', '.join(missing)}, which the local Docker "
@@ -82,7 +82,7 @@ def task_image(task: HarborTask, client: Any = None, force: bool = False) -> str
     digest = context_hash(task.environment_dir, ",".join(client.images.get(b).id for b in bases))
     tag = f"{repository(task.name)}:{digest[:HASH_LEN]}"
     with _lock(tag):
-        if force or not _exists(client, tag):
+        if force or not image_exists(tag, client):
             labels = {"agentrl.harbor_task": task.name, "agentrl.context_hash": digest}
             docker_build(client, task.environment_dir, tag, buildargs=buildargs, labels=labels, force=force,
                          timeout_s=task.config.environment.build_timeout_sec)  # fmt: skip
@@ -113,16 +113,6 @@ def _instructions(dockerfile: str) -> list[str]:
         out.append(pending + line)
         pending = ""
     return out + ([pending] if pending else [])
-
-
-def _exists(client: Any, image: str) -> bool:
-    import docker
-
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
 
 
 def _lock(tag: str) -> threading.Lock:

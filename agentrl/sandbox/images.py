@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from agentrl.errors import UserError
 
@@ -97,12 +98,12 @@ def _client():  # -> docker.DockerClient
         raise ImageBuildError(f"cannot reach Docker to build or find images: {e}; scripts/setup.sh starts it") from e
 
 
-def image_exists(tag: str) -> bool:
-    """True when the Docker engine has an image called ``tag``."""
+def image_exists(tag: str, client: Any = None) -> bool:
+    """True when the Docker engine (`client`, default: the local one) has an image called ``tag``."""
     import docker
 
     try:
-        _client().images.get(tag)
+        (client or _client()).images.get(tag)
     except docker.errors.ImageNotFound:
         return False
     return True

@@ -38,7 +38,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from agentrl.sandbox.images import BASE_IMAGE, ImageBuildError
+from agentrl.sandbox.images import BASE_IMAGE, ImageBuildError, image_exists
 from agentrl.swe.task import SWETask, load_tasks
 
 GIT_DATE = "2000-01-01T00:00:00+0000"
@@ -250,7 +250,7 @@ def pull_task_images(tasks: list[SWETask], client: Any = None) -> list[str]:
     client = client or _client()
     pulled: list[str] = []
     for image in dict.fromkeys(t.image for t in tasks if not (t.image_build or {}).get("sdist")):
-        if _exists(client, image):
+        if image_exists(image, client):
             continue
         _log(f"pulling {image}")
         try:
@@ -269,17 +269,7 @@ def missing_images(tasks: list[SWETask], client: Any = None) -> list[SWETask]:
 
     client = client or _client()
     firsts = {t.image: t for t in reversed(tasks)}
-    return [t for image, t in reversed(firsts.items()) if not _exists(client, image)]
-
-
-def _exists(client: Any, image: str) -> bool:
-    import docker
-
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
+    return [t for image, t in reversed(firsts.items()) if not image_exists(image, client)]
 
 
 def _split_tag(image: str) -> tuple[str, str]:
