@@ -208,12 +208,25 @@ def test_after_the_same_push_vllm_and_the_hf_server_decode_alike(
     server.update_weights(model_path, version=6)  # back to the model folder's weights for the other tests
 
 
-def generated_tokens_so_far(base_url: str) -> float:
-    """vLLM's running count of generated tokens (`vllm:generation_tokens_total` on `/metrics`)."""
+def vllm_metric(base_url: str, name: str) -> float:
+    """The sum of one of vLLM's Prometheus series on `/metrics` (e.g. `vllm:generation_tokens_total`)."""
     text = httpx.get(f"{base_url}/metrics", timeout=10).text
-    counts = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:generation_tokens_total")]
-    assert counts, "vLLM's /metrics has no vllm:generation_tokens_total"
-    return sum(counts)
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(name)]
+    assert values, f"vLLM's /metrics has no {name}"
+    return sum(values)
+
+
+def generated_tokens_so_far(base_url: str) -> float:
+    """vLLM's running count of generated tokens, once it has settled: the counter of a request that just
+    ended can still move for a moment, and a stale baseline would make a new turn look started before it is."""
+    last = vllm_metric(base_url, "vllm:generation_tokens_total")
+    for _ in range(100):
+        time.sleep(0.2)
+        now = vllm_metric(base_url, "vllm:generation_tokens_total")
+        if now == last and vllm_metric(base_url, "vllm:num_requests_running") == 0:
+            return now
+        last = now
+    raise AssertionError("vLLM's generated-token count kept moving for 20 s with no request of this test running")
 
 
 def decode_rate(base_url: str, prompt_ids: list[int], n_tokens: int = 32) -> float:
@@ -224,11 +237,12 @@ def decode_rate(base_url: str, prompt_ids: list[int], n_tokens: int = 32) -> flo
 
 
 async def wait_for_tokens(base_url: str, since: float, at_least: int) -> None:
-    """Until the server has generated `at_least` tokens more than `since` (the running request is mid-turn)."""
+    """Until a request is running and the server has generated `at_least` tokens more than `since`."""
     import asyncio
 
     for _ in range(1200):
-        if generated_tokens_so_far(base_url) - since >= at_least:
+        running = vllm_metric(base_url, "vllm:num_requests_running")
+        if running >= 1 and vllm_metric(base_url, "vllm:generation_tokens_total") - since >= at_least:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"vLLM generated fewer than {at_least} tokens in 60 s")
@@ -255,7 +269,7 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
 
     tokenizer = load_tokenizer(model_path)
     state = load_file(f"{model_path}/model.safetensors")  # the same weights, as a new version
-    max_tokens = int(min(400, max(120, 4 * decode_rate(server.base_url, prompt_ids))))
+    max_tokens = int(min(400, max(200, 4 * decode_rate(server.base_url, prompt_ids))))
     rollout = RolloutConfig(n=1, weight_update="resume", max_tokens=max_tokens, temperature=0.0, max_model_len=512)
     sample = Sample(id="count", prompt=[{"role": "user", "content": "Count from 1 to 100, separated by commas."}])
     async with LLMClient([server.base_url]) as llm:
