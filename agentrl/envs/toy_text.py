@@ -62,6 +62,56 @@ class FrozenLakeAdapter(ToyTextAdapter):
         return row, col
 
 
+_CELL_WORDS = {"S": "ice", "F": "ice", "H": "hole", "G": "goal"}
+_MOVES = {"LEFT": (0, -1), "DOWN": (1, 0), "RIGHT": (0, 1), "UP": (-1, 0)}
+
+
+def local_view(
+    words: np.ndarray, position: tuple[int, int], goal: tuple[int, int], goal_name: str, moves: list[str]
+) -> str:
+    """`G is 2 DOWN, 1 RIGHT. LEFT: hole. DOWN: ice. ...`: where the goal is from `position` of a grid whose
+    cells are named by `words`, and what each move in `moves` (LEFT, DOWN, RIGHT, UP) steps onto."""
+    row, col = position
+    toward = [_offset(goal[0] - row, "DOWN", "UP"), _offset(goal[1] - col, "RIGHT", "LEFT")]
+    seen = []
+    for name in moves:
+        r, c = row + _MOVES[name][0], col + _MOVES[name][1]
+        inside = 0 <= r < words.shape[0] and 0 <= c < words.shape[1]
+        seen.append(f"{name}: {words[r, c] if inside else 'edge'}.")
+    where = ", ".join(t for t in toward if t) or "here"
+    return f"{goal_name} is {where}. " + " ".join(seen)
+
+
+class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
+    """FrozenLake seen from where the agent stands, as a text-game room is: what each move steps onto (ice, hole,
+    goal, or the edge of the lake) and how far the goal is down/up and right/left. No map.
+
+    The map's layout is what a 135M model reads worst (the cell below it is 8 characters away in the text); the
+    local view says the same in words next to each action. Every message carries the whole view, so each turn's
+    state is in its own message (GiGPO's anchor states are these texts)."""
+
+    task = (
+        "You walk on a frozen lake to the goal G. Falling into a hole ends the game. "
+        "Each turn you see what each move steps onto and where G is."
+    )
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
+        words = np.vectorize(lambda c: _CELL_WORDS[c.decode() if isinstance(c, bytes) else str(c)])(desc)
+        goal = tuple(int(v) for v in np.argwhere(desc == b"G")[0])
+        return local_view(words, self._position(obs), goal, "G", self.action_names or [])
+
+    def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
+        return f"You moved {self.action_text(action)}. {self.observation_text(obs, info)}"
+
+
+def _offset(steps: int, positive: str, negative: str) -> str:
+    """`2 DOWN`, `1 UP`, or "" for no offset along this axis."""
+    if steps == 0:
+        return ""
+    return f"{abs(steps)} {positive if steps > 0 else negative}"
+
+
 TAXI_STANDS = "RGYB"
 
 
@@ -123,6 +173,28 @@ class CliffWalkingAdapter(ToyTextAdapter):
 
     def is_success(self, reward: float, terminated: bool, info: dict[str, Any]) -> bool:
         return terminated  # CliffWalking terminates only at the target
+
+
+class CliffWalkingLocalViewAdapter(CliffWalkingAdapter):
+    """CliffWalking seen from where the agent stands (as `FrozenLakeLocalViewAdapter` sees FrozenLake): what each
+    move steps onto (ground, cliff, target or the edge) and how far the target is. No map."""
+
+    task = (
+        "You walk beside a cliff to the target T. Stepping onto the cliff sends you back to the far start. "
+        "Each turn you see what each move steps onto and where T is."
+    )
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        cliff = self.env.unwrapped._cliff  # type: ignore[attr-defined]
+        words = np.where(cliff, "cliff", "ground").astype(object)
+        target = (cliff.shape[0] - 1, cliff.shape[1] - 1)
+        words[target] = "target"
+        position = divmod(int(obs), cliff.shape[1])
+        return local_view(words, position, target, "T", self.action_names or [])
+
+    def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
+        fell = " You fell off the cliff and are back at the start." if reward <= -100 else ""
+        return f"You moved {self.action_text(action)}.{fell} {self.observation_text(obs, info)}"
 
 
 class BlackjackAdapter(ToyTextAdapter):

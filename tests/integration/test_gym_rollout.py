@@ -52,6 +52,7 @@ def test_gym_recipe_rollout(hf_server_url, default_tokenizer, tmp_path):
         report = check_drift(default_tokenizer, traj)
         assert report.ok or report.kind == "tokenization", str(report)
         first = traj.messages[0].content
-        assert first.startswith("Frozen lake: walk to G") and first.endswith("Choose one: LEFT, DOWN, RIGHT, UP.")
+        assert first.startswith("You walk on a frozen lake to the goal G") and "G is " in first
+        assert first.endswith("Choose one: LEFT, DOWN, RIGHT, UP.")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["trajectories"] == 4

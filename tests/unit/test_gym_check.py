@@ -134,3 +134,46 @@ def test_action_space_without_codec_points_to_adapters():
 
     with pytest.raises(EnvCheckError, match="write an EnvAdapter subclass that overrides parse_action/action_text"):
         check_env(Pairs())
+
+
+def test_frozen_lake_local_view_passes_the_check():
+    check_env("FrozenLake-v1", adapter="agentrl.envs.toy_text:FrozenLakeLocalViewAdapter")
+
+
+def test_frozen_lake_local_view_names_what_each_move_steps_onto():
+    from agentrl.envs.frozen_lake import FrozenLakeRandomStart
+    from agentrl.envs.toy_text import FrozenLakeLocalViewAdapter
+
+    env = FrozenLakeRandomStart(is_slippery=False)
+    adapter = FrozenLakeLocalViewAdapter(env)
+    # cell 6 is row 2, column 3 of the 4x4 map: holes left and right of it
+    assert adapter.observation_text(6, {}) == "G is 2 DOWN, 1 RIGHT. LEFT: hole. DOWN: ice. RIGHT: hole. UP: ice."
+    assert adapter.observation_text(14, {}) == "G is 1 RIGHT. LEFT: ice. DOWN: edge. RIGHT: goal. UP: ice."
+    assert adapter.observation_text(0, {}) == "G is 3 DOWN, 3 RIGHT. LEFT: edge. DOWN: ice. RIGHT: ice. UP: edge."
+    assert "HFFG" not in adapter.instructions()  # no map: the view replaces it
+
+
+def test_cliff_walking_local_view_and_random_start_near_the_target():
+    from agentrl.envs.cliff_walking import CliffWalkingRandomStart
+    from agentrl.envs.toy_text import CliffWalkingLocalViewAdapter
+
+    env = CliffWalkingRandomStart(max_start_distance=3, distance_reward=0.1)
+    check_env(env, adapter=CliffWalkingLocalViewAdapter)
+    starts = {env.reset(seed=seed)[0] for seed in range(200)}
+    assert starts == {23, 34, 35, 22, 33, 11}  # the safe cells 1-3 steps from the target (cell 47)
+    adapter = CliffWalkingLocalViewAdapter(env)
+    assert (
+        adapter.observation_text(34, {})
+        == "T is 1 DOWN, 1 RIGHT. UP: ground. RIGHT: ground. DOWN: cliff. LEFT: ground."
+    )
+    env.reset(seed=0)
+    env.unwrapped.s = 34
+    obs, reward, *_ = env.step(2)  # DOWN: onto the cliff, back to the start, 9 steps further from the target
+    assert obs == 36 and reward == pytest.approx(-100 - 0.1 * 9)
+
+
+def test_a_start_distance_below_one_is_refused():
+    from agentrl.envs.cliff_walking import CliffWalkingRandomStart
+
+    with pytest.raises(ValueError, match="max_start_distance=0 leaves no start cell; use 1 or more"):
+        CliffWalkingRandomStart(max_start_distance=0)

@@ -86,9 +86,11 @@ def test_gym_recipe_resolves_and_its_env_passes_the_check():
     cfg = load_config("gym", [])
     assert cfg.env.entry_point == "agentrl.envs.frozen_lake:FrozenLakeRandomStart"
     assert cfg.env.kwargs == {"is_slippery": False, "distance_reward": 0.1}
+    assert cfg.env.adapter == "agentrl.envs.toy_text:FrozenLakeLocalViewAdapter"
     assert cfg.agent.name == "gym" and cfg.reward.components == []  # the loop's env return is the reward
+    assert cfg.trainer.advantage == "gigpo"  # per-turn credit
     report = check_env(cfg.env)
-    assert report.actions_checked == ["LEFT", "DOWN", "RIGHT", "UP"]  # found the FrozenLake adapter by class
+    assert report.actions_checked == ["LEFT", "DOWN", "RIGHT", "UP"]
 
 
 def test_random_start_frozen_lake_starts_on_safe_cells_named_by_the_seed():
