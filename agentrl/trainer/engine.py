@@ -17,6 +17,7 @@ import torch
 
 from agentrl.config.schema import TrainerConfig
 from agentrl.trainer.batch import PaddedBatch
+from agentrl.trainer.host_memory import map_large_allocations, release_freed_memory
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
@@ -91,6 +92,8 @@ class PolicyEngine:
         self.mesh = mesh
         self.model = model
         self.device = next(model.parameters()).device
+        if self.device.type == "cpu":
+            map_large_allocations()  # else glibc keeps every step's peak of activations (see host_memory)
         if self.config.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.world_size = mesh.size() if mesh is not None else 1
@@ -156,6 +159,8 @@ class PolicyEngine:
             self.scheduler.step()
             self.step_count += 1
         metrics["train/grad_norm"] = float(_full(grad_norm))
+        if self.device.type == "cpu":
+            release_freed_memory()
         return metrics
 
     @property
