@@ -1,5 +1,6 @@
-"""Two training steps of the gym recipe with each per-turn estimator, with the real model and `hf` server: the run
-completes, trajectories carry one reward and one state per turn, and the per-turn figures are logged."""
+"""Two training steps of the gym recipe with each per-turn estimator, and of cliff_walking with GiGPO, with the
+real model and `hf` server: the run completes, trajectories carry one reward and one state per turn, and the
+per-turn figures are logged."""
 
 import gzip
 import json
@@ -12,10 +13,10 @@ from agentrl.types import Trajectory
 pytestmark = pytest.mark.integration
 
 
-def train_gym(url, out, advantage):
+def train_gym(url, out, advantage, recipe="gym"):
     args = [
         "train",
-        "recipe=gym",
+        f"recipe={recipe}",
         f"rollout.urls=[{url}]",
         f"trainer.advantage={advantage}",
         "trainer.steps=2",
@@ -49,3 +50,14 @@ def test_two_gym_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advant
     assert any(s["train/turn_adv_abs_mean"] > 0 and s["train/rows_trained"] > 0 for s in steps)
     if advantage == "gigpo":  # a group's episodes start from the same seeded state: first turns share an anchor
         assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)
+
+
+def test_two_cliff_walking_steps_with_gigpo(hf_server_url, tmp_path):
+    steps = train_gym(hf_server_url, tmp_path, "gigpo", recipe="cliff_walking")
+    assert [s["step"] for s in steps] == [1, 2]
+    for traj in trajectories(tmp_path, 1) + trajectories(tmp_path, 2):
+        assert traj.metadata["env"]["seed"] < 256  # training seeds
+        assert traj.messages[0].content.startswith("You walk beside a cliff to the target T.")
+        assert len(traj.turn_rewards) == traj.num_generated_turns > 0
+        assert sum(traj.turn_rewards) == pytest.approx(traj.reward)
+    assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)
