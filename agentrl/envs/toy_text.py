@@ -193,7 +193,8 @@ class CliffWalkingLocalViewAdapter(CliffWalkingAdapter):
         return local_view(words, position, target, "T", self.action_names or [])
 
     def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
-        fell = " You fell off the cliff and are back at the start." if reward <= -100 else ""
+        fell_off = getattr(self.env.unwrapped, "fell", reward <= -100)  # CliffWalkingRandomStart rescales rewards
+        fell = " You fell off the cliff and are back at the start." if fell_off else ""
         return f"You moved {self.action_text(action)}.{fell} {self.observation_text(obs, info)}"
 
 

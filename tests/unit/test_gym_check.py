@@ -177,3 +177,22 @@ def test_a_start_distance_below_one_is_refused():
 
     with pytest.raises(ValueError, match="max_start_distance=0 leaves no start cell; use 1 or more"):
         CliffWalkingRandomStart(max_start_distance=0)
+
+
+def test_cliff_walking_rewards_can_be_rescaled():
+    from agentrl.envs.cliff_walking import CliffWalkingRandomStart
+    from agentrl.envs.toy_text import CliffWalkingLocalViewAdapter
+
+    env = CliffWalkingRandomStart(max_start_distance=2, step_reward=0, cliff_reward=-1, goal_reward=1)
+    env.reset(seed=0)
+    env.unwrapped.s = 34  # row 3, column 11: the cliff below, the target one step down and one right
+    obs, reward, terminated, *_ = env.step(1)  # RIGHT
+    assert (obs, reward, terminated) == (35, 0.0, False)
+    obs, reward, terminated, *_ = env.step(2)  # DOWN onto the target
+    assert (obs, reward, terminated) == (47, 1.0, True)
+    env.reset(seed=0)
+    env.unwrapped.s = 34
+    obs, reward, *_ = env.step(2)  # DOWN onto the cliff
+    assert (obs, reward) == (36, -1.0)
+    text = CliffWalkingLocalViewAdapter(env).step_text(2, obs, reward, {})
+    assert "You fell off the cliff and are back at the start." in text
