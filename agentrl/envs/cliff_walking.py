@@ -9,9 +9,12 @@ lost.
     env.entry_point=agentrl.envs.cliff_walking:CliffWalkingRandomStart env.kwargs.max_start_distance=5
 
 `distance_reward=c` adds potential-based shaping (as `FrozenLakeRandomStart` does): +c per step toward the
-target, -c per step away. `step_reward`, `cliff_reward` and `goal_reward` rescale the env's rewards (-1 per step,
--100 for the cliff, nothing more at the target): with -1 per step and an invalid reply ending the episode at a
-small penalty, not playing at all scores better than a 3-step success, and a policy learns exactly that.
+target, -c per step away; a step onto the cliff gets `cliff_reward` alone (the jump back to the start is not the
+agent walking away: shaped, a fall from 2 steps away cost 1.2 more than the cliff itself).
+
+`step_reward`, `cliff_reward` and `goal_reward` rescale the env's rewards (-1 per step, -100 for the cliff,
+nothing more at the target): with -1 per step and an invalid reply ending the episode at a small penalty, not
+playing at all scores better than a 3-step success, and a policy learns exactly that.
 """
 
 from __future__ import annotations
@@ -68,6 +71,6 @@ class CliffWalkingRandomStart(CliffWalkingEnv):
         reward = self.cliff_reward if reward <= -100 else self.step_reward
         if terminated:
             reward += self.goal_reward
-        if self.distance_reward:
+        if self.distance_reward and not self.fell:  # the jump back to the start is not walking away
             reward = float(reward) + self.distance_reward * float(before - self._distance[int(obs)])
         return obs, reward, terminated, truncated, info

@@ -168,8 +168,8 @@ def test_cliff_walking_local_view_and_random_start_near_the_target():
     )
     env.reset(seed=0)
     env.unwrapped.s = 34
-    obs, reward, *_ = env.step(2)  # DOWN: onto the cliff, back to the start, 9 steps further from the target
-    assert obs == 36 and reward == pytest.approx(-100 - 0.1 * 9)
+    obs, reward, *_ = env.step(2)  # DOWN: onto the cliff, back to the start (not shaped: the agent did not walk)
+    assert obs == 36 and reward == -100
 
 
 def test_a_start_distance_below_one_is_refused():
@@ -183,16 +183,18 @@ def test_cliff_walking_rewards_can_be_rescaled():
     from agentrl.envs.cliff_walking import CliffWalkingRandomStart
     from agentrl.envs.toy_text import CliffWalkingLocalViewAdapter
 
-    env = CliffWalkingRandomStart(max_start_distance=2, step_reward=0, cliff_reward=-1, goal_reward=1)
+    env = CliffWalkingRandomStart(
+        max_start_distance=2, step_reward=0, cliff_reward=-1, goal_reward=1, distance_reward=0.1
+    )
     env.reset(seed=0)
     env.unwrapped.s = 34  # row 3, column 11: the cliff below, the target one step down and one right
     obs, reward, terminated, *_ = env.step(1)  # RIGHT
-    assert (obs, reward, terminated) == (35, 0.0, False)
+    assert (obs, terminated) == (35, False) and reward == pytest.approx(0.1)
     obs, reward, terminated, *_ = env.step(2)  # DOWN onto the target
-    assert (obs, reward, terminated) == (47, 1.0, True)
+    assert (obs, terminated) == (47, True) and reward == pytest.approx(1.1)
     env.reset(seed=0)
     env.unwrapped.s = 34
-    obs, reward, *_ = env.step(2)  # DOWN onto the cliff
+    obs, reward, *_ = env.step(2)  # DOWN onto the cliff: its reward alone, no shaping for the jump to the start
     assert (obs, reward) == (36, -1.0)
     text = CliffWalkingLocalViewAdapter(env).step_text(2, obs, reward, {})
     assert "You fell off the cliff and are back at the start." in text
