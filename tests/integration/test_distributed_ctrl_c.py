@@ -36,7 +36,13 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
     ]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, not the module's
     env["HF_HUB_OFFLINE"] = "1"
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    ray_before = ray_processes()
+    log_path = tmp_path / "cli.log"  # a file, not a pipe: a pipe nobody reads fills up and blocks the child
+    log = log_path.open("wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output() -> str:
+        return log_path.read_text(errors="replace")[-3000:]
 
     before = sandbox_ids(docker_client)
 
@@ -46,15 +52,39 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
     try:
         deadline = time.monotonic() + 300
         while not ours():  # the workers' sandboxes are up: the rollout is under way
-            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "no sandbox container ever started"
+            assert proc.poll() is None, output()
+            assert time.monotonic() < deadline, f"no sandbox container ever started:\n{output()}"
             time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=180)[0].decode()
+        proc.wait(timeout=180)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0, output[-2000:]
+        log.close()
+        ray_left = wait_for_exit(ray_processes() - ray_before, timeout_s=30)
+        for pid in ray_left:  # a Ray left running would be joined by the next test's ray.init
+            os.kill(int(pid), signal.SIGKILL)
+    assert proc.returncode != 0, output()
     assert not ours(), "sandbox containers left behind"
     workers = subprocess.run(["pgrep", "-f", "RolloutWorker"], capture_output=True, text=True).stdout.split()
     assert not workers, f"rollout worker processes left: {workers}"
+    assert not ray_left, f"the CLI's Ray processes were left running: {ray_left}"
+
+
+def ray_processes() -> set[str]:
+    """Pids of the Ray head processes on this machine (GCS server and raylet)."""
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-f", "gcs_server|raylet"], capture_output=True, text=True).stdout
+    return set(found.split())
+
+
+def wait_for_exit(pids: set[str], timeout_s: float) -> set[str]:
+    """Those of `pids` still running after up to `timeout_s` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.5)
+        pids = {pid for pid in pids if os.path.exists(f"/proc/{pid}")}
+    return pids
