@@ -236,26 +236,32 @@ def decode_rate(base_url: str, prompt_ids: list[int], n_tokens: int = 32) -> flo
     return len(tokens) / (time.monotonic() - start)
 
 
-async def wait_for_tokens(base_url: str, since: float, at_least: int) -> None:
-    """Until a request is running and the server has generated `at_least` tokens more than `since`."""
+async def generate_in_bursts(server: Any, since: float, at_least: int, burst_s: float = 0.1) -> float:
+    """With the server frozen (`/pause?mode=keep`), let it run in short bursts (resume, sleep, freeze again) until a
+    request is running and the server has generated `at_least` tokens more than `since`; returns them. The server
+    is left frozen mid-generation: a burst is far shorter than the turn, whatever this machine's speed."""
     import asyncio
 
-    for _ in range(1200):
-        running = vllm_metric(base_url, "vllm:num_requests_running")
-        if running >= 1 and vllm_metric(base_url, "vllm:generation_tokens_total") - since >= at_least:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"vLLM generated fewer than {at_least} tokens in 60 s")
+    for _ in range(600):
+        await asyncio.to_thread(server.resume)
+        await asyncio.sleep(burst_s)
+        await asyncio.to_thread(server.pause, "keep")
+        tokens = vllm_metric(server.base_url, "vllm:generation_tokens_total") - since
+        if tokens >= at_least:
+            assert vllm_metric(server.base_url, "vllm:num_requests_running") >= 1, "the turn ended within one burst"
+            return tokens
+    raise AssertionError(f"vLLM generated fewer than {at_least} tokens in 600 bursts")
 
 
 async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, model_path: str, prompt_ids: list[int]):
     """Partial rollouts on vLLM: the push aborts the running generation (`/pause?mode=abort`), which continues
     from its exact prefix on the new weights; the turn's segments carry both versions.
 
-    Once the turn has a few tokens the test freezes the server's scheduling (`/pause?mode=keep`), so the turn is
-    still in flight when the push's abort arrives however long staging the weights takes: a timing window (CI
-    runs saw staging outlast a 4 s turn) made the test fail on slow or loaded machines. vLLM's abort ends frozen
-    requests as it ends running ones, and the push's `/resume` lets the continued turn run."""
+    The turn starts on a frozen server (`/pause?mode=keep`) that the test lets generate in short bursts until the
+    turn has a few tokens, so the turn is still in flight when the push's abort arrives however slow or loaded the
+    machine: timing windows (a 4 s turn, then polling `/metrics` while it ran) failed in CI when staging or the
+    polling itself outlasted the turn. vLLM's abort ends frozen requests as it ends running ones, and the push's
+    `/resume` lets the continued turn run."""
     import asyncio
 
     from safetensors.torch import load_file
@@ -278,10 +284,13 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
         sync = WeightSync([server], router=llm.router, in_flight="resume")
         manager = RolloutManager(llm, tokenizer, AgentConfig(max_total_tokens=512), rollout)
         before = generated_tokens_so_far(server.base_url)
-        rolling = asyncio.ensure_future(manager.run([sample]))
-        await wait_for_tokens(server.base_url, before, at_least=5)
-        await asyncio.to_thread(server.pause, "keep")
-        await asyncio.to_thread(sync.push, state, start + 1)
+        server.pause("keep")
+        try:
+            rolling = asyncio.ensure_future(manager.run([sample]))
+            await generate_in_bursts(server, before, at_least=5)
+            await asyncio.to_thread(sync.push, state, start + 1)
+        finally:
+            server.resume()  # the push resumed it; after a failure the other tests need it running
         (traj,) = await rolling
         sync.close()
     generated = [s for s in traj.segments if s.trainable]
