@@ -171,6 +171,22 @@ def test_update_weights_pauses_reloads_resets_cache_and_resumes(monkeypatch: pyt
     assert server.policy_version == 5 and server.served_version() == 5
 
 
+def test_a_refused_pause_stops_the_update_before_any_weight_is_loaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    save_state_dict({"w": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        return httpx.Response(400, json={"error": "Invalid pause mode"})
+
+    real = httpx.Client
+    monkeypatch.setattr(vllm.httpx, "Client", lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
+    server = VLLMServer("http://vllm.test:8000", model_path=str(tmp_path))
+    with pytest.raises(httpx.HTTPStatusError, match="vLLM pause failed"):
+        server.update_weights({"w": torch.ones(2, 3)}, version=1, in_flight="abort")
+    assert calls == ["/pause"] and server.policy_version == 0
+
+
 def test_pause_resume_and_abort_use_vllms_routes(monkeypatch: pytest.MonkeyPatch):
     calls: list[tuple[str, Any]] = []
     _mock_client(monkeypatch, calls)

@@ -205,7 +205,8 @@ class VLLMServer(ManagedServer):
                     got.pop(HEAD, None)  # the tied head added above
                 check_tensors(expected, got)
             with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
-                http.post("/pause", params={"mode": "wait" if in_flight == "finish" else "abort"})
+                pause = http.post("/pause", params={"mode": "wait" if in_flight == "finish" else "abort"})
+                _raise_for_status(pause, "pause")
                 try:
                     rpc = {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}
                     _raise_for_status(http.post("/collective_rpc", json=rpc), "reload_weights")
