@@ -5,13 +5,12 @@ Outside CI a missing engine or image skips the test with the reason; with ``CI=t
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import gc
 import os
 from pathlib import Path
 
 import pytest
+
+from agentrl.trainer.host_memory import release_freed_memory
 
 SWE_TASKS = Path(__file__).resolve().parents[2] / "recipes" / "swe_agent" / "data" / "train.jsonl"
 
@@ -25,21 +24,7 @@ def _return_freed_memory():
     killer ended the run in CI. Trimmed after each test it stays under 2 GB between tests.
     """
     yield
-    gc.collect()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
-    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
-
-
-_LIBC = _load_libc()
+    release_freed_memory()
 
 
 def _unavailable(reason: str) -> None:
