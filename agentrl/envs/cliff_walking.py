@@ -47,11 +47,9 @@ class CliffWalkingRandomStart(CliffWalkingEnv):
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.step_reward, self.cliff_reward, self.goal_reward = (
-            float(step_reward),
-            float(cliff_reward),
-            float(goal_reward),
-        )
+        self.step_reward = float(step_reward)
+        self.cliff_reward = float(cliff_reward)
+        self.goal_reward = float(goal_reward)
         target = np.array(self.shape) - 1
         cells = np.indices(self.shape).reshape(2, -1).T
         self._distance = np.abs(cells - target).sum(1)
