@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -10,6 +11,9 @@ from agentrl.errors import InfrastructureError
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_HOME", "AGENTRL_MODEL_CACHE", "OMP_WAIT_POLICY", "LITELLM_LOCAL_MODEL_COST_MAP")
 """Variables of this process that every actor gets too."""
+
+
+logger = logging.getLogger(__name__)
 
 
 class RayClusterError(InfrastructureError):
@@ -35,6 +39,11 @@ def init_ray(cfg: RayConfig) -> bool:
             kwargs.pop("num_cpus", None)
             kwargs.pop("include_dashboard", None)
             ray.init(address=cfg.address, **kwargs)
+            logger.warning(
+                "joined the Ray cluster already running on this machine instead of starting one (Ray's default when "
+                "ray.address is unset): its CPUs and resources are the ones it was started with. If a killed run "
+                "left it behind, `ray stop` ends it."
+            )
     except Exception as error:  # ray raises ConnectionError, RuntimeError, ValueError...
         where = f"join the Ray cluster at ray.address={cfg.address!r}" if cfg.address else "start a local Ray"
         raise RayClusterError(
