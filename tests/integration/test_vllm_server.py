@@ -229,16 +229,9 @@ def generated_tokens_so_far(base_url: str) -> float:
     raise AssertionError("vLLM's generated-token count kept moving for 20 s with no request of this test running")
 
 
-def decode_rate(base_url: str, prompt_ids: list[int], n_tokens: int = 32) -> float:
-    """Tokens per second this server decodes one greedy request at, on this machine."""
-    start = time.monotonic()
-    tokens, _ = complete(base_url, prompt_ids, max_tokens=n_tokens)
-    return len(tokens) / (time.monotonic() - start)
-
-
-async def generate_in_bursts(server: Any, since: float, at_least: int, burst_s: float = 0.1) -> float:
+async def generate_in_bursts(server: Any, since: float, at_least: int, burst_s: float = 0.1) -> None:
     """With the server frozen (`/pause?mode=keep`), let it run in short bursts (resume, sleep, freeze again) until a
-    request is running and the server has generated `at_least` tokens more than `since`; returns them. The server
+    request is running and the server has generated `at_least` tokens more than `since`. The server
     is left frozen mid-generation: a burst is far shorter than the turn, whatever this machine's speed."""
     import asyncio
 
@@ -249,11 +242,11 @@ async def generate_in_bursts(server: Any, since: float, at_least: int, burst_s: 
         tokens = vllm_metric(server.base_url, "vllm:generation_tokens_total") - since
         if tokens >= at_least:
             assert vllm_metric(server.base_url, "vllm:num_requests_running") >= 1, "the turn ended within one burst"
-            return tokens
+            return
     raise AssertionError(f"vLLM generated fewer than {at_least} tokens in 600 bursts")
 
 
-async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, model_path: str, prompt_ids: list[int]):
+async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, model_path: str):
     """Partial rollouts on vLLM: the push aborts the running generation (`/pause?mode=abort`), which continues
     from its exact prefix on the new weights; the turn's segments carry both versions.
 
@@ -275,8 +268,7 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
 
     tokenizer = load_tokenizer(model_path)
     state = load_file(f"{model_path}/model.safetensors")  # the same weights, as a new version
-    max_tokens = int(min(400, max(200, 4 * decode_rate(server.base_url, prompt_ids))))
-    rollout = RolloutConfig(n=1, weight_update="resume", max_tokens=max_tokens, temperature=0.0, max_model_len=512)
+    rollout = RolloutConfig(n=1, weight_update="resume", max_tokens=200, temperature=0.0, max_model_len=512)
     sample = Sample(id="count", prompt=[{"role": "user", "content": "Count from 1 to 100, separated by commas."}])
     async with LLMClient([server.base_url]) as llm:
         start = server.served_version()
