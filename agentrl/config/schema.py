@@ -231,6 +231,13 @@ class RayConfig(_Section):
     )
 
 
+class EnvExample(_Section):
+    """A few-shot turn shown before each episode of a `gym` env: an observation and the reply it gets."""
+
+    observation: str = Field(min_length=1, description="the observation text, as the adapter would show it")
+    reply: str = Field(min_length=1, description="the reply to it: a valid action (checked when an episode starts)")
+
+
 class EnvConfig(_Section):
     """A gymnasium environment played by the `gym` agent loop (see agentrl.envs)."""
 
@@ -250,6 +257,16 @@ class EnvConfig(_Section):
         "auto", description="auto: ansi text when the env renders it; none: format the observation space"
     )
     instructions: str | None = Field(None, description="task text shown before the first observation")
+    instructions_role: Literal["user", "system"] = Field(
+        "user",
+        description="user: the instructions open the first user message; system: they are the system message "
+        "(replacing a chat template's default one, e.g. SmolLM2's)",
+    )
+    examples: list[EnvExample] = Field(
+        default_factory=list,
+        description="few-shot turns shown before each episode as earlier user/assistant messages (prompt, "
+        "never trained); a small model copies their reply form from the first turn",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> EnvConfig:

@@ -18,10 +18,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentrl.config.schema import EnvConfig
+from agentrl.config.schema import EnvConfig, EnvExample
 from agentrl.envs.adapter import EnvAdapter, adapter_class
 from agentrl.envs.factory import make_env
 from agentrl.envs.spaces import InvalidAction
+from agentrl.errors import UserError
+from agentrl.types import Message
 
 
 @dataclass
@@ -52,6 +54,12 @@ class GymEpisode:
         discount: gamma of the discounted return.
         invalid_action_penalty: subtracted from `reward` per invalid reply.
         max_invalid_actions: invalid replies in a row after which `invalid_limit_reached` is True.
+        instructions_role: `user`: `reset` opens the first message with the instructions; `system`: they are
+            `system_text` instead, for the loop to make the system message.
+        examples: few-shot turns, as messages from `example_messages`; each reply must be a valid action.
+
+    Raises:
+        UserError: an example's reply is not a valid action.
     """
 
     def __init__(
@@ -61,9 +69,18 @@ class GymEpisode:
         discount: float = 1.0,
         invalid_action_penalty: float = 0.0,
         max_invalid_actions: int = 3,
+        instructions_role: str = "user",
+        examples: list[EnvExample] | None = None,
     ):
         self.env = env
         self.adapter = adapter or adapter_class(env)(env)
+        self.instructions_role = instructions_role
+        self.examples = list(examples or [])
+        for index, example in enumerate(self.examples):
+            try:
+                self.adapter.parse_action(example.reply)
+            except InvalidAction as error:
+                raise UserError(f"env.examples[{index}].reply is not a valid action: {error}") from None
         self.discount = discount
         self.invalid_action_penalty = invalid_action_penalty
         self.max_invalid_actions = max_invalid_actions
@@ -90,7 +107,32 @@ class GymEpisode:
         except Exception:
             env.close()
             raise
-        return cls(env, adapter, cfg.discount, cfg.invalid_action_penalty, cfg.max_invalid_actions)
+        try:
+            return cls(
+                env,
+                adapter,
+                cfg.discount,
+                cfg.invalid_action_penalty,
+                cfg.max_invalid_actions,
+                cfg.instructions_role,
+                cfg.examples,
+            )
+        except Exception:
+            env.close()
+            raise
+
+    @property
+    def system_text(self) -> str | None:
+        """The instructions when they make the system message (`instructions_role="system"`), else None."""
+        return self.adapter.instructions() if self.instructions_role == "system" else None
+
+    def example_messages(self) -> list[Message]:
+        """The few-shot turns as user/assistant messages, each observation ending like a real turn's."""
+        messages = []
+        for example in self.examples:
+            messages.append(Message(role="user", content=_ask(example.observation, self.adapter.reply_prompt())))
+            messages.append(Message(role="assistant", content=example.reply))
+        return messages
 
     @property
     def reward(self) -> float:
@@ -106,11 +148,13 @@ class GymEpisode:
         return self.invalid_in_a_row >= self.max_invalid_actions
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> str:
-        """Reset the env; returns the first message: the instructions, then the first observation."""
+        """Reset the env; returns the first message: the instructions (unless they are `system_text`), then the
+        first observation."""
         obs, info = self.env.reset(seed=seed, options=options)
         self.last_text = self.adapter.observation_text(obs, info)
         self.state_key = _digest(self.adapter.state_key(obs, info))
-        return _ask(f"{self.adapter.instructions()}\n\n{self.last_text}", self.adapter.reply_prompt())
+        opening = self.last_text if self.system_text else f"{self.adapter.instructions()}\n\n{self.last_text}"
+        return _ask(opening, self.adapter.reply_prompt())
 
     def act(self, reply: str) -> StepOutcome:
         """Parse `reply` into an action and step the env with it, or answer why it is not valid.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.config.schema import AgentConfig, EnvConfig
 from agentrl.errors import UserError
 from agentrl.loops.base import AgentLoopBase, LoopOptions
-from agentrl.loops.context import AgentContext, StopLoop
+from agentrl.loops.context import AgentContext, StopLoop, with_system_prompt
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
 if TYPE_CHECKING:
@@ -20,7 +20,9 @@ class GymAgentLoop(AgentLoopBase):
 
     The env is reset with the row's `extra_info["seed"]` (rows generated from `env.num_train_seeds` /
     `env.num_eval_seeds` carry one; `extra_info["env_kwargs"]` is merged over `env.kwargs`). The first user
-    message is the adapter's instructions and the first observation, after the row's own prompt messages if any.
+    message is the adapter's instructions and the first observation, after the row's own prompt messages if any;
+    with `env.instructions_role=system` the instructions are the system message instead, and `env.examples`
+    (few-shot turns) come just before the first observation.
     Each turn the reply is parsed into an action and the env stepped; the next observation (or, for a reply that
     is not a valid action, feedback naming the valid form) comes back as a user message of non-trainable tokens.
     A reply cut at `rollout.max_tokens` is parsed like any other rather than ending the episode.
@@ -64,7 +66,7 @@ class GymAgentLoop(AgentLoopBase):
         ctx.env = episode
         try:
             first = await asyncio.to_thread(episode.reset, seed)
-            ctx.start([*sample.prompt, Message(role="user", content=first)])
+            ctx.start(_opening(sample, episode, first))
             while True:
                 # a reply cut at rollout.max_tokens is still played (feedback when invalid), not the episode's end
                 turn = await ctx.generate(continue_if_cut=True)
@@ -80,6 +82,15 @@ class GymAgentLoop(AgentLoopBase):
         finally:
             _record(ctx.trajectory, episode, seed)
             episode.close()
+
+
+def _opening(sample: Sample, episode: GymEpisode, first: str) -> list[Message]:
+    """The row's own messages, the env's system text (merged into a system message), its few-shot turns, and
+    the first observation."""
+    messages = list(sample.prompt)
+    if episode.system_text:
+        messages = with_system_prompt(messages, episode.system_text)
+    return [*messages, *episode.example_messages(), Message(role="user", content=first)]
 
 
 def _seed(sample: Sample) -> int | None:

@@ -14,7 +14,7 @@ from agentrl.loops.drift import check_drift
 from agentrl.loops.gym import GymAgentLoop
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.testing import ScriptedPolicy
-from agentrl.types import Sample, StopReason
+from agentrl.types import Message, Sample, StopReason
 
 NOT_SLIPPERY = {"is_slippery": False}
 FROZEN_LAKE_WIN = ["DOWN", "DOWN", "RIGHT", "RIGHT", "DOWN", "RIGHT"]
@@ -257,3 +257,40 @@ def test_loop_built_directly_with_an_env_config(tokenizer):
     manager._loops["gym"] = loop
     (traj,) = asyncio.run(manager.run([Sample(prompt=[], extra_info={"seed": 1})], n=1))
     assert traj.reward == 1.0
+
+
+EXAMPLE = {"observation": "You are at row 9, column 9.", "reply": "RIGHT"}
+
+
+def test_instructions_as_the_system_message_and_a_few_shot_turn_before_the_first_observation(tokenizer):
+    env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, instructions_role="system", examples=[EXAMPLE])
+    sample = Sample(prompt=[Message(role="system", content="Be brief.")], extra_info={"seed": 0})
+    manager = RolloutManager(
+        ScriptedPolicy(tokenizer, FROZEN_LAKE_WIN),
+        tokenizer,
+        LONG,
+        RolloutConfig(n=1),
+        run_config=AgentRLConfig(env=env),
+    )
+    (traj,) = asyncio.run(manager.run([sample]))
+    assert traj.error is None and traj.reward == 1.0 and check_drift(tokenizer, traj).ok
+    system, example, shown, first = traj.messages[:4]
+    assert system.role == "system" and system.content.startswith("You walk on a frozen lake.")
+    assert system.content.endswith("reply with one of LEFT, DOWN, RIGHT, UP.\n\nBe brief.")
+    assert example.content == "You are at row 9, column 9.\nChoose one: LEFT, DOWN, RIGHT, UP."
+    assert (shown.role, shown.content) == ("assistant", "RIGHT")
+    assert first.role == "user" and first.content.startswith("@ F F F") and "frozen lake" not in first.content
+    # The example's reply is prompt, not a turn: only the episode's six replies are trainable.
+    assert [s.role for s in traj.segments if s.trainable] == ["assistant"] * 6 and traj.num_turns == 6
+
+
+def test_a_few_shot_reply_that_is_not_an_action_is_refused_before_any_episode(tokenizer):
+    bad = EnvConfig(id="FrozenLake-v1", examples=[{"observation": "x", "reply": "JUMP"}])
+    (traj,) = trajectories(tokenizer, ["LEFT"], bad)
+    assert traj.stop_reason is StopReason.ERROR
+    assert "env.examples[0].reply is not a valid action: Invalid action 'JUMP'" in traj.error
+
+
+def test_few_shot_turns_need_an_observation_and_a_reply():
+    with pytest.raises(ValueError, match="examples.0.reply"):
+        EnvConfig(id="FrozenLake-v1", examples=[{"observation": "x", "reply": ""}])
