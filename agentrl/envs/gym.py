@@ -104,10 +104,6 @@ class GymEpisode:
         env = make_env(cfg, kwargs)
         try:
             adapter = adapter_class(env, cfg.adapter)(env, instructions=cfg.instructions)
-        except Exception:
-            env.close()
-            raise
-        try:
             return cls(
                 env,
                 adapter,
