@@ -67,30 +67,19 @@ _MOVES = {"LEFT": (0, -1), "DOWN": (1, 0), "RIGHT": (0, 1), "UP": (-1, 0)}
 
 
 def local_view(
-    words: np.ndarray,
-    position: tuple[int, int],
-    goal: tuple[int, int],
-    goal_name: str,
-    moves: list[str],
-    danger: str | None = None,
+    words: np.ndarray, position: tuple[int, int], goal: tuple[int, int], goal_name: str, moves: list[str]
 ) -> str:
     """`G is 2 DOWN, 1 RIGHT. LEFT: hole. DOWN: ice. ...`: where the goal is from `position` of a grid whose
-    cells are named by `words`, and what each move in `moves` (LEFT, DOWN, RIGHT, UP) steps onto.
-
-    With `danger` (a cell word such as "hole"), a direction toward the goal whose next cell is that word says so
-    where the direction is named: `G is 1 DOWN (hole), 3 RIGHT.`"""
+    cells are named by `words`, and what each move in `moves` (LEFT, DOWN, RIGHT, UP) steps onto."""
     row, col = position
-    onto = {name: _onto(words, row + _MOVES[name][0], col + _MOVES[name][1]) for name in moves}
     toward = [_offset(goal[0] - row, "DOWN", "UP"), _offset(goal[1] - col, "RIGHT", "LEFT")]
-    if danger:
-        toward = [f"{t} ({danger})" if t and onto.get(t.split()[-1]) == danger else t for t in toward]
+    seen = []
+    for name in moves:
+        r, c = row + _MOVES[name][0], col + _MOVES[name][1]
+        inside = 0 <= r < words.shape[0] and 0 <= c < words.shape[1]
+        seen.append(f"{name}: {words[r, c] if inside else 'edge'}.")
     where = ", ".join(t for t in toward if t) or "here"
-    return f"{goal_name} is {where}. " + " ".join(f"{name}: {cell}." for name, cell in onto.items())
-
-
-def _onto(words: np.ndarray, row: int, col: int) -> str:
-    """The word of cell (row, col), or `edge` outside the grid."""
-    return str(words[row, col]) if 0 <= row < words.shape[0] and 0 <= col < words.shape[1] else "edge"
+    return f"{goal_name} is {where}. " + " ".join(seen)
 
 
 class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
@@ -99,9 +88,7 @@ class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
 
     The map's layout is what a 135M model reads worst (the cell below it is 8 characters away in the text); the
     local view says the same in words next to each action. Every message carries the whole view, so each turn's
-    state is in its own message (GiGPO's anchor states are these texts). A direction toward G that steps into a
-    hole is marked where it is named (`G is 1 DOWN (hole), 3 RIGHT.`): a small model that answers by copying a
-    direction sees the warning next to the word it copies."""
+    state is in its own message (GiGPO's anchor states are these texts)."""
 
     task = (
         "You walk on a frozen lake to the goal G. Falling into a hole ends the game. "
@@ -112,7 +99,7 @@ class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
         desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
         words = np.vectorize(lambda c: _CELL_WORDS[c.decode() if isinstance(c, bytes) else str(c)])(desc)
         goal = tuple(int(v) for v in np.argwhere(desc == b"G")[0])
-        return local_view(words, self._position(obs), goal, "G", self.action_names or [], danger="hole")
+        return local_view(words, self._position(obs), goal, "G", self.action_names or [])
 
     def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
         return f"You moved {self.action_text(action)}. {self.observation_text(obs, info)}"

@@ -146,12 +146,8 @@ def test_frozen_lake_local_view_names_what_each_move_steps_onto():
 
     env = FrozenLakeRandomStart(is_slippery=False)
     adapter = FrozenLakeLocalViewAdapter(env)
-    # cell 6 is row 2, column 3 of the 4x4 map: holes left and right of it; the right one is on the way to G
-    assert adapter.observation_text(6, {}) == (
-        "G is 2 DOWN, 1 RIGHT (hole). LEFT: hole. DOWN: ice. RIGHT: hole. UP: ice."
-    )
-    row_3_column_1 = adapter.observation_text(8, {})
-    assert row_3_column_1 == "G is 1 DOWN (hole), 3 RIGHT. LEFT: edge. DOWN: hole. RIGHT: ice. UP: ice."
+    # cell 6 is row 2, column 3 of the 4x4 map: holes left and right of it
+    assert adapter.observation_text(6, {}) == "G is 2 DOWN, 1 RIGHT. LEFT: hole. DOWN: ice. RIGHT: hole. UP: ice."
     assert adapter.observation_text(14, {}) == "G is 1 RIGHT. LEFT: ice. DOWN: edge. RIGHT: goal. UP: ice."
     assert adapter.observation_text(0, {}) == "G is 3 DOWN, 3 RIGHT. LEFT: edge. DOWN: ice. RIGHT: ice. UP: edge."
     assert "HFFG" not in adapter.instructions()  # no map: the view replaces it
