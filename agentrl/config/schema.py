@@ -265,7 +265,7 @@ class EnvConfig(_Section):
     examples: list[EnvExample] = Field(
         default_factory=list,
         description="few-shot turns shown before each episode as earlier user/assistant messages (prompt, "
-        "never trained); a small model copies their reply form from the first turn",
+        "never trained); a small model copies their reply form, and often the reply itself",
     )
 
     @model_validator(mode="after")

@@ -149,7 +149,8 @@ class GymEpisode:
         obs, info = self.env.reset(seed=seed, options=options)
         self.last_text = self.adapter.observation_text(obs, info)
         self.state_key = _digest(self.adapter.state_key(obs, info))
-        opening = self.last_text if self.system_text else f"{self.adapter.instructions()}\n\n{self.last_text}"
+        in_system = self.instructions_role == "system"
+        opening = self.last_text if in_system else f"{self.adapter.instructions()}\n\n{self.last_text}"
         return _ask(opening, self.adapter.reply_prompt())
 
     def act(self, reply: str) -> StepOutcome:
