@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 
@@ -153,6 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that servers, sandboxes and Ray are shut down as on Ctrl-C."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _stop_cleanly_on_sigterm() -> None:
+    """A bare SIGTERM (a job scheduler's, `kill`'s) kills the process without unwinding it, and the rollout
+    servers it started live on as orphans; turn it into an exception instead. A handler already set is kept."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `agentrl` command."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -161,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getcwd() not in sys.path:  # dotted paths of user loops/tools resolve from the working directory
         sys.path.insert(0, os.getcwd())
     args = build_parser().parse_args(argv)
+    _stop_cleanly_on_sigterm()
     try:
         return args.handler(args)
     except UserError as exc:
@@ -172,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"agentrl {args.command}: infrastructure failure: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
