@@ -225,15 +225,18 @@ def response_logprobs(
     """
     input_ids = batch.input_ids[rows]
     device = input_ids.device
+    p = batch.prompt_len
     with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
         out = model(
             input_ids=input_ids,
             attention_mask=batch.attention_mask[rows],
             position_ids=batch.position_ids[rows],
             use_cache=False,
+            # The LM head runs only where a response token is predicted: over a long prompt it was most of the
+            # logits' compute and memory (vocabulary-sized rows that were sliced off unused).
+            logits_to_keep=input_ids.shape[1] - p + 1,
         )
-    p = batch.prompt_len
-    logits = out.logits[:, p - 1 : -1, :].float()
+    logits = out.logits[:, :-1, :].float()
     targets = input_ids[:, p:]
     all_logp = torch.log_softmax(logits, dim=-1)
     logp = all_logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
