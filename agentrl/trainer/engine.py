@@ -172,23 +172,19 @@ class PolicyEngine:
         return getattr(torch, name)
 
     def micro_batches(self, batch: PaddedBatch) -> list[tuple[slice, bool]]:
-        """Row slices of at most `micro_batch_tokens` tokens each, and whether each is real.
+        """Contiguous row slices of at most `micro_batch_tokens` padded tokens each, and whether each is real.
 
-        Under FSDP every rank must run as many forwards as the others: the count is the ranks' maximum, rows are
-        split evenly over it, and a rank short of rows gets padding micro-batches (row 0, flagged not real).
+        A micro-batch costs its rows x its own longest row (`response_logprobs` trims the batch's padding), so
+        rows of similar length belong together: `policy_step` hands the rows over sorted by length. Under FSDP
+        every rank must run as many forwards as the others: a rank with fewer micro-batches than the most any
+        rank has runs padding ones (row 0, flagged not real).
         """
-        rows, seq_len = batch.input_ids.shape
-        per_micro = max(1, self.config.micro_batch_tokens // max(seq_len, 1))
-        count = -(-rows // per_micro)
+        spans = [_filled_columns(row[None], batch.prompt_len) for row in batch.attention_mask]
+        slices = token_budget_slices(spans, self.config.micro_batch_tokens)
+        count = len(slices)
         if self.world_size > 1:
             count = _max_over_ranks(count, self.mesh, self.device)
-        size, extra = divmod(rows, count)
-        out, start = [], 0
-        for i in range(count):
-            n = size + (1 if i < extra else 0)
-            out.append((slice(start, start + n), True) if n else (slice(0, 1), False))
-            start += n
-        return out
+        return [(rows, True) for rows in slices] + [(slice(0, 1), False)] * (count - len(slices))
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """A snapshot of the full (unsharded) state dict on CPU, which training on leaves unchanged.
@@ -212,6 +208,28 @@ class PolicyEngine:
         return {name: _full(p.grad).detach().cpu().clone() for name, p in params}
 
 
+def token_budget_slices(spans: list[tuple[int, int]], budget: int) -> list[slice]:
+    """Cut rows, in order, into slices whose rows x width stays within `budget` tokens; a row's span is the
+    [start, end) of its columns, a slice's width that of the union of its rows' spans (a row wider than the
+    budget gets a slice of its own)."""
+    out: list[slice] = []
+    first = 0
+    start, end = 0, 0
+    for i, (row_start, row_end) in enumerate(spans):
+        if i == first:
+            start, end = row_start, row_end
+            continue
+        wider = min(start, row_start), max(end, row_end)
+        if (i - first + 1) * (wider[1] - wider[0]) > budget:
+            out.append(slice(first, i))
+            first, (start, end) = i, (row_start, row_end)
+        else:
+            start, end = wider
+    if spans:
+        out.append(slice(first, len(spans)))
+    return out
+
+
 def response_logprobs(
     model: torch.nn.Module,
     batch: PaddedBatch,
@@ -223,27 +241,37 @@ def response_logprobs(
 
     With `entropy_out`, the mean entropy of the policy over the rows' real response tokens is appended to it.
     """
-    input_ids = batch.input_ids[rows]
-    device = input_ids.device
-    p = batch.prompt_len
-    with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+    # Only the columns some row of `rows` fills are run: the batch is padded to its longest row, and a
+    # micro-batch of short rows would otherwise pay for that row's length in padding.
+    start, end = _filled_columns(batch.attention_mask[rows], batch.prompt_len)
+    input_ids = batch.input_ids[rows, start:end]
+    p = batch.prompt_len - start
+    with torch.autocast(input_ids.device.type, dtype=dtype, enabled=dtype != torch.float32):
         out = model(
             input_ids=input_ids,
-            attention_mask=batch.attention_mask[rows],
-            position_ids=batch.position_ids[rows],
+            attention_mask=batch.attention_mask[rows, start:end],
+            position_ids=batch.position_ids[rows, start:end],
             use_cache=False,
             # The LM head runs only where a response token is predicted: over a long prompt it was most of the
             # logits' compute and memory (vocabulary-sized rows that were sliced off unused).
             logits_to_keep=input_ids.shape[1] - p + 1,
         )
-    logits = out.logits[:, :-1, :].float()
-    targets = input_ids[:, p:]
-    all_logp = torch.log_softmax(logits, dim=-1)
-    logp = all_logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    real = batch.attention_mask[rows][:, p:].to(logp.dtype)
+    all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
+    logp = all_logp.gather(-1, input_ids[:, p:].unsqueeze(-1)).squeeze(-1)
+    real = batch.attention_mask[rows, batch.prompt_len : end].to(logp.dtype)
     if entropy_out is not None:
         entropy_out.append(_mean_entropy(all_logp, real))
-    return logp * real
+    width = batch.input_ids.shape[1] - batch.prompt_len
+    return torch.nn.functional.pad(logp * real, (0, width - logp.shape[1]))
+
+
+def _filled_columns(attention_mask: torch.Tensor, prompt_len: int) -> tuple[int, int]:
+    """[start, end) of the columns where some row has a real token; always the prompt's last column and the
+    first response column (left-padded prompts end at `prompt_len`, right-padded responses start there)."""
+    filled = attention_mask.any(dim=0).nonzero().flatten().tolist()
+    start = min(filled[0], prompt_len - 1) if filled else prompt_len - 1
+    end = max(filled[-1] + 1, prompt_len + 1) if filled else prompt_len + 1
+    return start, min(end, attention_mask.shape[1])
 
 
 @torch.no_grad()

@@ -218,19 +218,25 @@ def _rank_batch(
     device: torch.device,
     fallback: Trajectory,
 ) -> tuple[PaddedBatch, torch.Tensor]:
-    """This rank's rows `rank::world` and their token advantages [b, R] (0 on padding), on `device`; one masked
-    row (of `fallback`) when it has none."""
+    """This rank's rows `rank::world`, shortest first, and their token advantages [b, R] (0 on padding), on
+    `device`; one masked row (of `fallback`) when it has none."""
     rank, world = shard
-    mine = trajectories[rank::world]
+    # Sorted by length, so that each micro-batch holds rows of about one length (see `micro_batches`).
+    by_length = sorted(zip(trajectories[rank::world], token_advantages[rank::world], strict=True), key=_length)
+    mine = [trajectory for trajectory, _ in by_length]
     if not mine:
         batch = batch_to(collate([fallback], pad_token_id), device)
         masked = replace(batch, response_mask=torch.zeros_like(batch.response_mask))
         return masked, torch.zeros(batch.response_mask.shape, device=device)
     batch = batch_to(collate(mine, pad_token_id), device)
     token_adv = torch.zeros(batch.response_mask.shape, dtype=torch.float32)
-    for row, adv in enumerate(token_advantages[rank::world]):
+    for row, (_, adv) in enumerate(by_length):
         token_adv[row, : adv.numel()] = adv
     return batch, token_adv.to(device)
+
+
+def _length(row: tuple[Trajectory, torch.Tensor]) -> int:
+    return sum(len(segment.token_ids) for segment in row[0].segments)
 
 
 def _reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: PolicyEngine) -> dict[str, float]:

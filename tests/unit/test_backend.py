@@ -76,9 +76,11 @@ def test_engine_config_follows_the_trainer_config():
     assert PolicyEngine(tiny_llama(), engine_config(cfg.trainer)).compute_dtype == torch.float32  # auto on CPU
 
 
-@pytest.mark.parametrize(("budget", "expected"), [(10_000, [5]), (24, [2, 2, 1]), (1, [1, 1, 1, 1, 1])])
-def test_micro_batches_split_rows_evenly_within_the_token_budget(budget, expected):
-    batch = collate(batch_of_trajectories(), pad_token_id=0)  # 5 rows of 9 tokens
+# The rows' columns (prompts left-padded to 3, responses after): [0, 6), [1, 5), [2, 9), [1, 4), [2, 7). With 24
+# tokens, rows 0-1 take 2 x 6 and row 2 would widen them to 3 x 9; rows 2-4 span [1, 9): 3 x 8.
+@pytest.mark.parametrize(("budget", "expected"), [(10_000, [5]), (24, [2, 3]), (1, [1, 1, 1, 1, 1])])
+def test_micro_batches_fill_the_token_budget(budget, expected):
+    batch = collate(batch_of_trajectories(), pad_token_id=0)  # 5 rows padded to 9 columns
     engine = PolicyEngine(tiny_llama(), EngineConfig(micro_batch_tokens=budget))
     micro = engine.micro_batches(batch)
     assert [s.stop - s.start for s, _ in micro] == expected and all(real for _, real in micro)

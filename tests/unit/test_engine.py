@@ -48,6 +48,25 @@ def test_logprobs_match_an_unpadded_forward_pass():
     assert torch.all(logp[2, 1:] == 0)  # padding
 
 
+def test_micro_batches_of_short_rows_run_without_the_batch_padding_and_give_the_same_logprobs():
+    model = tiny_model()
+    batch = collate([traj([3, 3], [2]), traj([1, 2, 3], [4]), traj([7], [8, 9, 10, 11, 12, 13, 14, 15])], 0)
+    whole = PolicyEngine(model, EngineConfig(micro_batch_tokens=10_000))
+    small = PolicyEngine(model, EngineConfig(micro_batch_tokens=8))
+    assert [(s.start, s.stop) for s, _ in small.micro_batches(batch)] == [(0, 2), (2, 3)]  # 2 rows x 4 tokens
+    widths = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    try:
+        logp = small.logprobs(batch)
+    finally:
+        hook.remove()
+    assert widths == [4, 9]  # the first two rows: 3 prompt columns + 1 response column, not the batch's 3 + 8
+    assert torch.allclose(logp, whole.logprobs(batch), atol=1e-6)
+    assert logp.shape == batch.response_mask.shape
+
+
 def test_micro_batching_gives_the_same_step():
     base = tiny_model()
     big = PolicyEngine(copy.deepcopy(base), EngineConfig(lr=1e-2, micro_batch_tokens=10_000))
