@@ -10,6 +10,10 @@ policy that is still mostly random already succeeds sometimes.
 `distance_reward=c` adds potential-based shaping (Ng, Harada & Russell, 1999) with potential -c x the Manhattan
 distance to the nearest goal: +c for a step toward it, -c for a step away. An episode's shaping sums to
 c x (start distance - end distance), so with c x (largest distance) < 1 a reward of 1 or more still means success.
+
+`hole_reward=-1` makes falling into a hole cost something: FrozenLake's own reward for it is 0, the same as
+wandering until the step limit, and with distance shaping a fall toward the goal even earns +c, so a per-turn
+estimator would see the fatal step as a good one.
 """
 
 from __future__ import annotations
@@ -25,14 +29,16 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
 
     Args:
         distance_reward: shaping per step of Manhattan distance gained toward the goal (0: none).
+        hole_reward: added to the reward of the step that falls into a hole (FrozenLake's own: 0).
         **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
     """
 
-    def __init__(self, distance_reward: float = 0.0, **kwargs: Any):
+    def __init__(self, distance_reward: float = 0.0, hole_reward: float = 0.0, **kwargs: Any):
         super().__init__(**kwargs)
         safe = np.isin(self.desc.ravel(), [b"S", b"F"]).astype(np.float64)
         self.initial_state_distrib = safe / safe.sum()
         self.distance_reward = float(distance_reward)
+        self.hole_reward = float(hole_reward)
         goals = np.argwhere(self.desc == b"G")
         cells = np.indices(self.desc.shape).reshape(2, -1).T
         self._distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
@@ -42,4 +48,6 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         obs, reward, terminated, truncated, info = super().step(action)
         if self.distance_reward:
             reward = float(reward) + self.distance_reward * float(before - self._distance[int(obs)])
+        if terminated and self.desc.flat[int(obs)] == b"H":
+            reward = float(reward) + self.hole_reward
         return obs, reward, terminated, truncated, info

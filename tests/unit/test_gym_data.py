@@ -116,6 +116,17 @@ def test_distance_shaping_is_potential_based(tokenizer):
     assert hole.reward == pytest.approx(0.2) and hole.metrics["env/success"] == 0.0  # a positive reward, no success
 
 
+def test_hole_reward_is_added_to_the_fatal_step_only(tokenizer):
+    from tests.unit.test_gym_loop import play
+
+    kwargs = {**NOT_SLIPPERY, "distance_reward": 0.1, "hole_reward": -1.0}
+    env = EnvConfig(entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart", kwargs=kwargs, max_steps=8)
+    assert [round(r, 1) for r in _step_rewards(env, [2, 2])] == [0.1, -0.9]  # toward G, then into the hole
+    assert [round(r, 1) for r in _step_rewards(env, [1, 3, 1, 2, 2])] == [0.1, -0.1, 0.1, 0.1, 1.1]
+    hole = play(tokenizer, ["RIGHT", "RIGHT"], env)
+    assert hole.reward == pytest.approx(0.2 - 1.0) and hole.metrics["env/success"] == 0.0
+
+
 def _step_rewards(env_config, actions):
     env = make_env(env_config)
     env.reset(seed=0)
