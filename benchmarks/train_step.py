@@ -5,6 +5,8 @@ Run from the repository root with the project's venv:
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/train_step.py            # default model, 3-8 minutes
     .venv/bin/python benchmarks/train_step.py --quick                      # smaller batch, fewer repeats
     .venv/bin/python benchmarks/train_step.py --no-sync                    # no hf server, no weight sync
+    .venv/bin/python benchmarks/train_step.py --no-sync --no-skip --batch 8 --prompt-len 134 --response-len 370 \
+        --uneven --micro-batch-tokens 2048 --repeats 3                     # a FrozenLake-like multi-turn batch
 
 What is measured
 ----------------
@@ -21,6 +23,10 @@ trained two ways in the same process, on two copies of the same model (fp32 on C
 The two alternate (a b b a ...) for `--repeats` rounds each, after one unmeasured warm-up step of each, so
 that drift of this shared machine hits both alike; the median of each is kept. Tokens are the batch's real
 (unpadded) tokens, prompt included: both paths run the forward and backward over all of them.
+
+With `--uneven` (rows of different lengths, as a multi-turn batch's are) the plain step pays for padding every
+row to the longest and for the prompt's logits, which the engine skips (micro-batches of rows sorted by length run
+only their own columns, and the LM head runs only on response positions).
 
 Weight sync: an `hf` rollout server is started on the same model (`launch_hf_server`, as
 `rollout_throughput.py` does); each round takes `backend.state_dict()` (the CPU snapshot the loop pushes) and
@@ -65,18 +71,28 @@ GROUP = 4
 
 
 def trajectories(
-    batch: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0, flat_groups: bool = False
+    batch: int,
+    prompt_len: int,
+    response_len: int,
+    vocab: int,
+    seed: int = 0,
+    flat_groups: bool = False,
+    uneven: bool = False,
 ) -> list[Trajectory]:
     """Seeded synthetic scored trajectories, `GROUP` per prompt, rewards alternating 1/0 within a group (with
-    `flat_groups`, every other group is all 1: no signal)."""
+    `flat_groups`, every other group is all 1: no signal; with `uneven`, response lengths spread evenly from
+    `response_len` / 8 to `response_len`, as a multi-turn batch's are)."""
     gen = torch.Generator().manual_seed(seed)
     out = []
     for i in range(batch):
+        length = response_len
+        if uneven:
+            length = max(1, round(response_len / 8 + (response_len - response_len / 8) * i / max(batch - 1, 1)))
         prompt = torch.randint(10, vocab, (prompt_len,), generator=gen).tolist()
-        response = torch.randint(10, vocab, (response_len,), generator=gen).tolist()
+        response = torch.randint(10, vocab, (length,), generator=gen).tolist()
         segments = [
             Segment(token_ids=prompt, trainable=False),
-            Segment(token_ids=response, trainable=True, logprobs=[-1.0] * response_len),
+            Segment(token_ids=response, trainable=True, logprobs=[-1.0] * len(response)),
         ]
         flat = flat_groups and (i // GROUP) % 2 == 1
         out.append(Trajectory(segments=segments, group_id=f"g{i // GROUP}", reward=1.0 if flat else float(i % 2)))
@@ -199,6 +215,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-sync", action="store_true", help="skip the weight sync (no hf server)")
     parser.add_argument("--no-skip", action="store_true", help="do not measure the zero-advantage skip")
     parser.add_argument("--quick", action="store_true", help="batch 4, 32+32 tokens, 2 repeats")
+    parser.add_argument("--micro-batch-tokens", type=int, default=None, help="trainer.micro_batch_tokens")
+    parser.add_argument(
+        "--uneven", action="store_true", help="response lengths from 1/8 of --response-len to all of it (multi-turn)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.batch, args.prompt_len, args.response_len, args.repeats, args.sync_repeats = 4, 32, 32, 2, 2
@@ -209,9 +229,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model_path = resolve_model(args.model)
     tokenizer = load_tokenizer(model_path)
     pad = tokenizer.pad_token_id or 0
-    cfg = AgentRLConfig.model_validate({"trainer": {"lr": 1e-6, "num_ranks": 1}})
+    trainer: dict[str, Any] = {"lr": 1e-6, "num_ranks": 1}
+    if args.micro_batch_tokens:
+        trainer["micro_batch_tokens"] = args.micro_batch_tokens
+    cfg = AgentRLConfig.model_validate({"trainer": trainer})
     backend = make_backend(cfg, model_path, pad)
-    trajs = trajectories(args.batch, args.prompt_len, args.response_len, len(tokenizer))
+    trajs = trajectories(args.batch, args.prompt_len, args.response_len, len(tokenizer), uneven=args.uneven)
     tokens, engine_med, plain_med = compare(backend, load_model(model_path), cfg, trajs, pad, args.repeats)
 
     sync_s = state_s = None
