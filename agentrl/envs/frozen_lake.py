@@ -11,6 +11,9 @@ policy that is still mostly random already succeeds sometimes.
 distance to the nearest goal: +c for a step toward it, -c for a step away. An episode's shaping sums to
 c x (start distance - end distance), so with c x (largest distance) < 1 a reward of 1 or more still means success.
 
+`fall_forfeits_shaping=True` takes the episode's shaping back on the step that falls into a hole, so that every
+fall scores 0 whatever path led to it: with shaping alone, walking toward G and falling in on the way (+c per step)
+outscores an episode that goes round the hole and runs out of steps, and group-relative estimators reward the fall.
 `hole_reward=-1` makes falling into a hole cost something: FrozenLake's own reward for it is 0, the same as
 wandering until the step limit, and with distance shaping a fall toward the goal even earns +c, so a per-turn
 estimator would see the fatal step as a good one.
@@ -30,24 +33,40 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
     Args:
         distance_reward: shaping per step of Manhattan distance gained toward the goal (0: none).
         hole_reward: added to the reward of the step that falls into a hole (FrozenLake's own: 0).
+        fall_forfeits_shaping: the step that falls into a hole takes back the shaping the episode earned.
         **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
     """
 
-    def __init__(self, distance_reward: float = 0.0, hole_reward: float = 0.0, **kwargs: Any):
+    def __init__(
+        self,
+        distance_reward: float = 0.0,
+        hole_reward: float = 0.0,
+        fall_forfeits_shaping: bool = False,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         safe = np.isin(self.desc.ravel(), [b"S", b"F"]).astype(np.float64)
         self.initial_state_distrib = safe / safe.sum()
         self.distance_reward = float(distance_reward)
         self.hole_reward = float(hole_reward)
+        self.fall_forfeits_shaping = bool(fall_forfeits_shaping)
         goals = np.argwhere(self.desc == b"G")
         cells = np.indices(self.desc.shape).reshape(2, -1).T
         self._distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        obs, info = super().reset(seed=seed, options=options)
+        self._start_distance = self._distance[int(obs)]
+        return obs, info
+
     def step(self, action: int) -> tuple[int, float, bool, bool, dict[str, Any]]:
         before = self._distance[int(self.s)]
         obs, reward, terminated, truncated, info = super().step(action)
-        if self.distance_reward:
+        fell = terminated and self.desc.flat[int(obs)] == b"H"
+        if fell and self.fall_forfeits_shaping:  # the episode's shaping sums to 0
+            reward = float(reward) - self.distance_reward * float(self._start_distance - before)
+        elif self.distance_reward:
             reward = float(reward) + self.distance_reward * float(before - self._distance[int(obs)])
-        if terminated and self.desc.flat[int(obs)] == b"H":
+        if fell:
             reward = float(reward) + self.hole_reward
         return obs, reward, terminated, truncated, info

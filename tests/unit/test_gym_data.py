@@ -127,6 +127,18 @@ def test_hole_reward_is_added_to_the_fatal_step_only(tokenizer):
     assert hole.reward == pytest.approx(0.2 - 1.0) and hole.metrics["env/success"] == 0.0
 
 
+def test_a_fall_can_forfeit_the_shaping_its_episode_earned(tokenizer):
+    from tests.unit.test_gym_loop import play
+
+    kwargs = {**NOT_SLIPPERY, "distance_reward": 0.1, "fall_forfeits_shaping": True}
+    env = EnvConfig(entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart", kwargs=kwargs, max_steps=8)
+    # from row 3, column 2: RIGHT (toward G), LEFT (away), RIGHT, then RIGHT into the hole at row 3, column 4
+    assert [round(r, 1) for r in _step_rewards(env, [2, 0, 2, 2])] == [0.1, -0.1, 0.1, -0.1]
+    assert [round(r, 1) for r in _step_rewards(env, [1, 3, 1, 2, 2])] == [0.1, -0.1, 0.1, 0.1, 1.1]  # a win keeps it
+    hole = play(tokenizer, ["RIGHT", "RIGHT"], env)
+    assert hole.reward == pytest.approx(0.0) and hole.metrics["env/success"] == 0.0
+
+
 def _step_rewards(env_config, actions):
     env = make_env(env_config)
     env.reset(seed=0)
