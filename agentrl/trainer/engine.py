@@ -179,8 +179,7 @@ class PolicyEngine:
         every rank must run as many forwards as the others: a rank with fewer micro-batches than the most any
         rank has runs padding ones (row 0, flagged not real).
         """
-        spans = [_filled_columns(row[None], batch.prompt_len) for row in batch.attention_mask]
-        slices = token_budget_slices(spans, self.config.micro_batch_tokens)
+        slices = token_budget_slices(_row_spans(batch.attention_mask, batch.prompt_len), self.config.micro_batch_tokens)
         count = len(slices)
         if self.world_size > 1:
             count = _max_over_ranks(count, self.mesh, self.device)
@@ -263,6 +262,18 @@ def response_logprobs(
         entropy_out.append(_mean_entropy(all_logp, real))
     width = batch.input_ids.shape[1] - batch.prompt_len
     return torch.nn.functional.pad(logp * real, (0, width - logp.shape[1]))
+
+
+def _row_spans(attention_mask: torch.Tensor, prompt_len: int) -> list[tuple[int, int]]:
+    """Each row's `_filled_columns`, computed for all rows at once (one device sync, not one per row)."""
+    width = attention_mask.shape[1]
+    real = attention_mask.bool()
+    filled = real.any(dim=1)
+    first = torch.where(filled, real.int().argmax(dim=1), width)
+    last = torch.where(filled, width - 1 - real.int().flip(1).argmax(dim=1), prompt_len)
+    starts = first.clamp(max=prompt_len - 1)
+    ends = torch.maximum(last + 1, torch.full_like(last, prompt_len + 1)).clamp(max=width)
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
 
 def _filled_columns(attention_mask: torch.Tensor, prompt_len: int) -> tuple[int, int]:
