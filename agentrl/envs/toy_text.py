@@ -73,13 +73,45 @@ def local_view(
     cells are named by `words`, and what each move in `moves` (LEFT, DOWN, RIGHT, UP) steps onto."""
     row, col = position
     toward = [_offset(goal[0] - row, "DOWN", "UP"), _offset(goal[1] - col, "RIGHT", "LEFT")]
-    seen = []
-    for name in moves:
-        r, c = row + _MOVES[name][0], col + _MOVES[name][1]
-        inside = 0 <= r < words.shape[0] and 0 <= c < words.shape[1]
-        seen.append(f"{name}: {words[r, c] if inside else 'edge'}.")
+    seen = [f"{name}: {word}." for name, word, _ in _move_targets(words, position, moves)]
     where = ", ".join(t for t in toward if t) or "here"
     return f"{goal_name} is {where}. " + " ".join(seen)
+
+
+def move_view(
+    words: np.ndarray,
+    position: tuple[int, int],
+    goal: tuple[int, int],
+    goal_name: str,
+    moves: list[str],
+    safe: str = "ice",
+) -> str:
+    """`LEFT: edge. DOWN: hole. RIGHT: ice, nearer G. UP: ice, farther from G.`: what each move in `moves` steps
+    onto from `position` of a grid whose cells are named by `words`, and for a step onto a `safe` cell whether it
+    takes the agent nearer the goal (Manhattan distance) or farther from it."""
+    here = _manhattan(position, goal)
+    seen = []
+    for name, word, cell in _move_targets(words, position, moves):
+        if word == safe and cell is not None:
+            word += f", nearer {goal_name}" if _manhattan(cell, goal) < here else f", farther from {goal_name}"
+        seen.append(f"{name}: {word}.")
+    return " ".join(seen)
+
+
+def _move_targets(
+    words: np.ndarray, position: tuple[int, int], moves: list[str]
+) -> list[tuple[str, str, tuple[int, int] | None]]:
+    """(move, the name of the cell it steps onto or `edge`, that cell or None) for each of `moves`."""
+    targets = []
+    for name in moves:
+        r, c = position[0] + _MOVES[name][0], position[1] + _MOVES[name][1]
+        inside = 0 <= r < words.shape[0] and 0 <= c < words.shape[1]
+        targets.append((name, str(words[r, c]) if inside else "edge", (r, c) if inside else None))
+    return targets
+
+
+def _manhattan(a: tuple[int, int], b: tuple[int, int]) -> int:
+    return abs(a[0] - b[0]) + abs(a[1] - b[1])
 
 
 class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
@@ -103,6 +135,28 @@ class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
 
     def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
         return f"You moved {self.action_text(action)}. {self.observation_text(obs, info)}"
+
+
+class FrozenLakeMoveViewAdapter(FrozenLakeLocalViewAdapter):
+    """FrozenLake as a list of moves: what each one steps onto and, onto ice, whether it takes the agent nearer G
+    ("LEFT: edge. DOWN: hole. RIGHT: ice, nearer G. UP: ice, farther from G."). No map and no goal clause.
+
+    In `FrozenLakeLocalViewAdapter`'s view a 135M model learns to copy the first direction of the goal clause
+    ("G is 2 DOWN, ..."), which walks into the holes on the way from half the start cells, and 20 steps do not
+    teach it to weigh that word against the move's own clause. Here each move's clause carries all that decides
+    it, so the policy to learn is to pick a move whose clause reads "ice, nearer G" (or "goal"), and to step back
+    onto ice where none does. Which move that is changes from cell to cell: the model still has to read."""
+
+    task = (
+        "You walk on a frozen lake to the goal G. Falling into a hole ends the game. "
+        "Each turn you see what each move steps onto and whether it takes you nearer to G."
+    )
+
+    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
+        desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
+        words = np.vectorize(lambda c: _CELL_WORDS[c.decode() if isinstance(c, bytes) else str(c)])(desc)
+        goal = tuple(int(v) for v in np.argwhere(desc == b"G")[0])
+        return move_view(words, self._position(obs), goal, "G", self.action_names or [])
 
 
 def _offset(steps: int, positive: str, negative: str) -> str:

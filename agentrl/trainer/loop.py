@@ -277,6 +277,7 @@ class Trainer:
         trajectories = await self.manager.with_rollout(greedy).run(self.eval_samples)
         positions = [t.metadata["sample_position"] for t in trajectories]
         await self.rewards.ascore_batch(trajectories, [self.eval_samples[p] for p in positions])
+        self._save_trajectories(step, trajectories, prefix="eval_")
         metrics = {**eval_metrics(trajectories), "perf/eval_s": time.perf_counter() - started}
         self._log(metrics, step)
         print(
@@ -292,10 +293,12 @@ class Trainer:
         state = TrainerState(step=step, cursor=cursor, version=step)
         save_checkpoint(self.out, state, self.backend.save)
 
-    def _save_trajectories(self, step: int, trajectories: list[Trajectory]) -> Path:
+    def _save_trajectories(self, step: int, trajectories: list[Trajectory], prefix: str = "") -> Path:
+        """Write `trajectories/<prefix>step_NNNN.jsonl.gz`: training batches as `step_*`, the held-out (greedy)
+        evaluation after step N as `eval_step_*`, so both can be read in the viewer."""
         folder = self.out / "trajectories"
         folder.mkdir(exist_ok=True)
-        path = folder / f"step_{step:04d}.jsonl.gz"
+        path = folder / f"{prefix}step_{step:04d}.jsonl.gz"
         with gzip.open(path, "wt") as f:
             for traj in trajectories:
                 f.write(traj.to_json() + "\n")

@@ -37,6 +37,12 @@ def test_two_tool_use_steps_call_the_calculator_and_report_tool_use(hf_server_ur
     assert len(steps) == 2
     evaluation = next(m for m in metrics if "eval/success_rate" in m)
     assert {"eval/reward/correct", "eval/reward/right_call", "eval/reward/used"} <= set(evaluation)
+    for step in (0, 2):  # each held-out evaluation is saved, one greedy trajectory per held-out row
+        with gzip.open(tmp_path / "run" / "trajectories" / f"eval_step_{step:04d}.jsonl.gz", "rt") as f:
+            held_out = [Trajectory.from_json(line) for line in f]
+        logged = next(m for m in metrics if m.get("step") == step and "eval/reward_mean" in m)
+        assert len(held_out) == 4
+        assert sum(t.reward for t in held_out) / 4 == pytest.approx(logged["eval/reward_mean"])
     trajs = []
     for step in (1, 2):
         with gzip.open(tmp_path / "run" / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:

@@ -153,6 +153,46 @@ def test_frozen_lake_local_view_names_what_each_move_steps_onto():
     assert "HFFG" not in adapter.instructions()  # no map: the view replaces it
 
 
+def test_frozen_lake_move_view_passes_the_check():
+    check_env("FrozenLake-v1", adapter="agentrl.envs.toy_text:FrozenLakeMoveViewAdapter")
+
+
+def test_frozen_lake_move_view_says_which_moves_onto_ice_get_nearer_the_goal():
+    from agentrl.envs.frozen_lake import FrozenLakeRandomStart
+    from agentrl.envs.toy_text import FrozenLakeMoveViewAdapter
+
+    adapter = FrozenLakeMoveViewAdapter(FrozenLakeRandomStart(is_slippery=False))
+    # cell 6 is row 2, column 3 of the 4x4 map: holes left and right of it
+    assert adapter.observation_text(6, {}) == "LEFT: hole. DOWN: ice, nearer G. RIGHT: hole. UP: ice, farther from G."
+    assert (
+        adapter.observation_text(14, {})
+        == "LEFT: ice, farther from G. DOWN: edge. RIGHT: goal. UP: ice, farther from G."
+    )
+    assert adapter.observation_text(3, {}) == "LEFT: ice, farther from G. DOWN: hole. RIGHT: edge. UP: edge."
+    assert "G is" not in adapter.observation_text(0, {})
+
+
+def test_frozen_lake_move_view_carries_enough_to_reach_the_goal_from_every_safe_cell():
+    """Following the view alone (a move onto the goal or onto ice nearer G, else any move onto ice) reaches G from
+    every start cell within the gym recipe's 6 steps."""
+    from agentrl.envs.frozen_lake import FrozenLakeRandomStart
+    from agentrl.envs.toy_text import FrozenLakeMoveViewAdapter
+
+    env = FrozenLakeRandomStart(is_slippery=False)
+    adapter = FrozenLakeMoveViewAdapter(env)
+    starts = [s for s in range(16) if env.desc.flat[s] in (b"S", b"F")]
+    assert len(starts) == 11
+    for start in starts:
+        env.reset(seed=0)
+        env.s, state, terminated, steps = start, start, False, 0
+        while not terminated and steps < 6:
+            clauses = adapter.observation_text(state, {}).rstrip(".").split(". ")
+            good = [c for c in clauses if c.endswith(("goal", "nearer G"))] or [c for c in clauses if "ice" in c]
+            state, _, terminated, _, _ = env.step(adapter.parse_action(good[0].split(":")[0]))
+            steps += 1
+        assert env.desc.flat[state] == b"G", f"from cell {start} the view led to cell {state}"
+
+
 def test_cliff_walking_local_view_and_random_start_near_the_target():
     from agentrl.envs.cliff_walking import CliffWalkingRandomStart
     from agentrl.envs.toy_text import CliffWalkingLocalViewAdapter

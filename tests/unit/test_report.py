@@ -114,6 +114,16 @@ def test_trajectories_fill_in_what_metrics_lack(tmp_path, tokenizer):
     assert "reward/similarity" in png_series(tmp_path / "report" / "reward.png")
 
 
+def test_held_out_evaluations_stay_out_of_the_training_series(tmp_path, tokenizer):
+    write_sample_run(tmp_path, tokenizer)
+    trained = collect(tmp_path)
+    held_out = tmp_path / "trajectories" / "eval_step_0002.jsonl"
+    held_out.write_text((tmp_path / "trajectories" / "step_0002.jsonl").read_text())
+    run = collect(tmp_path)
+    assert run.series == trained.series and run.stop_reasons == trained.stop_reasons
+    assert run.num_trajectories == trained.num_trajectories
+
+
 def test_a_rollout_run_without_metrics_gets_a_report(tmp_path):
     trajectories = [
         Trajectory(reward=r, reward_components={"match": r}, stop_reason=StopReason.DONE, num_turns=1)
