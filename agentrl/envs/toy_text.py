@@ -131,7 +131,12 @@ class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
         desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
         words = np.vectorize(lambda c: _CELL_WORDS[c.decode() if isinstance(c, bytes) else str(c)])(desc)
         goal = tuple(int(v) for v in np.argwhere(desc == b"G")[0])
-        return local_view(words, self._position(obs), goal, "G", self.action_names or [])
+        return self.view(words, self._position(obs), goal, "G", self.action_names or [])
+
+    @staticmethod
+    def view(words: np.ndarray, position: tuple[int, int], goal: tuple[int, int], name: str, moves: list[str]) -> str:
+        """The observation text from the map's cell `words` (`local_view` here)."""
+        return local_view(words, position, goal, name, moves)
 
     def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
         return f"You moved {self.action_text(action)}. {self.observation_text(obs, info)}"
@@ -145,18 +150,19 @@ class FrozenLakeMoveViewAdapter(FrozenLakeLocalViewAdapter):
     ("G is 2 DOWN, ..."), which walks into the holes on the way from half the start cells, and 20 steps do not
     teach it to weigh that word against the move's own clause. Here each move's clause carries all that decides
     it, so the policy to learn is to pick a move whose clause reads "ice, nearer G" (or "goal"), and to step back
-    onto ice where none does. Which move that is changes from cell to cell: the model still has to read."""
+    onto ice where none does. Which move that is changes from cell to cell: the model still has to read.
+    Supervised, the 135M model learns that map from this view in 15 steps (35 from the local view); under RL in
+    `recipe=gym` it did not within 20 steps (README, "Gymnasium environments"), so the recipe keeps the local view."""
 
     task = (
         "You walk on a frozen lake to the goal G. Falling into a hole ends the game. "
         "Each turn you see what each move steps onto and whether it takes you nearer to G."
     )
 
-    def observation_text(self, obs: Any, info: dict[str, Any]) -> str:
-        desc = self.env.unwrapped.desc  # type: ignore[attr-defined]
-        words = np.vectorize(lambda c: _CELL_WORDS[c.decode() if isinstance(c, bytes) else str(c)])(desc)
-        goal = tuple(int(v) for v in np.argwhere(desc == b"G")[0])
-        return move_view(words, self._position(obs), goal, "G", self.action_names or [])
+    @staticmethod
+    def view(words: np.ndarray, position: tuple[int, int], goal: tuple[int, int], name: str, moves: list[str]) -> str:
+        """The observation text from the map's cell `words` (`move_view` here)."""
+        return move_view(words, position, goal, name, moves)
 
 
 def _offset(steps: int, positive: str, negative: str) -> str:
