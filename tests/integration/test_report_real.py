@@ -94,8 +94,12 @@ def test_viewer_of_a_real_training_run(train_run):
     )
     assert data["token_text"] is True, data["token_note"]
     (run,) = data["runs"]
-    assert [s["name"] for s in run["steps"]] == ["step 1", "step 2"]
-    assert [len(g["trajs"]) for s in run["steps"] for g in s["groups"]] == [2, 2, 2, 2]  # batch 2 × n 2
+    names = [s["name"] for s in run["steps"]]
+    assert names == ["step 1", "step 2", "eval_step_0000", "eval_step_0002"]  # held-out evaluations listed last
+    training, held_out = run["steps"][:2], run["steps"][2:]
+    assert [len(g["trajs"]) for s in training for g in s["groups"]] == [2, 2, 2, 2]  # batch 2 × n 2
+    assert all(len(g["trajs"]) == 1 for s in held_out for g in s["groups"])  # greedy: one per held-out row
+    assert len(held_out[0]["groups"]) == len(held_out[1]["groups"]) > 0
     assert "train/loss" in run["steps"][0]["metrics"]
     for traj in data["trajs"]:
         assert sorted(traj["components"]) == components()
