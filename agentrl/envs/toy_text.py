@@ -133,10 +133,7 @@ class FrozenLakeLocalViewAdapter(FrozenLakeAdapter):
         goal = tuple(int(v) for v in np.argwhere(desc == b"G")[0])
         return self.view(words, self._position(obs), goal, "G", self.action_names or [])
 
-    @staticmethod
-    def view(words: np.ndarray, position: tuple[int, int], goal: tuple[int, int], name: str, moves: list[str]) -> str:
-        """The observation text from the map's cell `words` (`local_view` here)."""
-        return local_view(words, position, goal, name, moves)
+    view = staticmethod(local_view)  # (cell words, position, goal, goal name, moves) -> the observation text
 
     def step_text(self, action: Any, obs: Any, reward: float, info: dict[str, Any]) -> str:
         return f"You moved {self.action_text(action)}. {self.observation_text(obs, info)}"
@@ -159,10 +156,7 @@ class FrozenLakeMoveViewAdapter(FrozenLakeLocalViewAdapter):
         "Each turn you see what each move steps onto and whether it takes you nearer to G."
     )
 
-    @staticmethod
-    def view(words: np.ndarray, position: tuple[int, int], goal: tuple[int, int], name: str, moves: list[str]) -> str:
-        """The observation text from the map's cell `words` (`move_view` here)."""
-        return move_view(words, position, goal, name, moves)
+    view = staticmethod(move_view)
 
 
 def _offset(steps: int, positive: str, negative: str) -> str:

@@ -52,7 +52,7 @@ def collect(run_dir: Path) -> RunSeries:
         result.series = read_metrics(metrics_file)
     if trajectory_files(run_dir):
         by_step: dict[int, list[Trajectory]] = defaultdict(list)
-        training = [step for step in load_run(run_dir).steps if not step.source.name.startswith("eval_")]
+        training = [step for step in load_run(run_dir).steps if not step.held_out]
         for number, step in enumerate(training, start=1):  # held-out evaluations are in metrics.jsonl already
             by_step[step.step if step.step is not None else number].extend(step.trajectories)
         _derive(result, by_step)

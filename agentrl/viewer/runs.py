@@ -42,6 +42,11 @@ class StepData:
     source: Path
     trajectories: list[Trajectory] = field(default_factory=list)
 
+    @property
+    def held_out(self) -> bool:
+        """Whether the file is a held-out evaluation (`eval_step_XXXX`), not trajectories trained on."""
+        return self.source.name.startswith("eval_")
+
 
 @dataclass
 class RunData:
