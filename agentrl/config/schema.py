@@ -181,6 +181,11 @@ class TrainerConfig(_Section):
     gigpo_step_weight: float = Field(
         1.0, ge=0, description="gigpo: ω, the weight of the step-level advantage in A = A_episode + ω·A_step"
     )
+    gigpo_anchor_scope: Literal["group", "batch"] = Field(
+        "group",
+        description="gigpo: compare turns from the same state within each prompt's group (the paper), or across "
+        "the whole batch (batch: when all prompts play one environment, e.g. random starts on one map)",
+    )
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
     ppo_mini_batches: int = Field(
         1, ge=1, description="optimizer steps per batch, each on a 1/N share of its trajectories (PPO mini-batches)"

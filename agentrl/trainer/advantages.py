@@ -44,7 +44,12 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
     estimator = get_advantage(cfg.advantage)
     if is_per_turn(estimator):
         episodes = turn_episodes(trajectories, cfg.advantage)
-        result = estimator(episodes, discount=cfg.turn_discount, step_weight=cfg.gigpo_step_weight)
+        result = estimator(
+            episodes,
+            discount=cfg.turn_discount,
+            step_weight=cfg.gigpo_step_weight,
+            anchor_scope=cfg.gigpo_anchor_scope,
+        )
         tokens = [token_advantages(t, a.tolist()) for t, a in zip(trajectories, result.per_turn, strict=True)]
         per_turn = torch.cat(result.per_turn)
         metrics = {**_figures(per_turn), "train/turn_adv_abs_mean": float(per_turn.abs().mean()), **result.metrics}

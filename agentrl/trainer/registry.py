@@ -44,7 +44,8 @@ ADVANTAGES: Registry[Any] = Registry(
     example="my_pkg.advantages:my_estimator",
 )
 """Advantage estimators by `trainer.advantage`: outcome ones `(rewards [B], group_ids [B], *, eps) -> advantages
-[B]`, and per-turn ones (`per_turn = True`) `(episodes, *, discount, step_weight, eps) -> TurnAdvantages`."""
+[B]`, and per-turn ones (`per_turn = True`) `(episodes, *, discount, step_weight, anchor_scope, eps) ->
+TurnAdvantages`."""
 
 PER_TURN_BUILTINS = frozenset({"turn_grpo", "gigpo"})
 OUTCOME_BUILTINS = frozenset({"grpo", "gspo", "dr_grpo", "rloo", "reinforce++"})

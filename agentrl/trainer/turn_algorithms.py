@@ -8,7 +8,8 @@ r_1..r_T summing to the trajectory's reward R(τ), and the state key each turn s
 kinds apart; both kinds live in the one `trainer.advantage` registry.
 
 Conventions as for the outcome estimators: group statistics use the unbiased std, and a degenerate group (one
-member, or all values equal) gives exactly 0. γ is `trainer.turn_discount`, ω `trainer.gigpo_step_weight`.
+member, or all values equal) gives exactly 0. γ is `trainer.turn_discount`, ω `trainer.gigpo_step_weight`, and
+`anchor_scope` `trainer.gigpo_anchor_scope`.
 
 Built-in names (`agentrl.trainer.registry.ADVANTAGES`): `turn_grpo`, `gigpo`.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -39,8 +40,11 @@ class TurnAdvantages:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+AnchorScope = Literal["group", "batch"]
+
+
 class TurnAdvantageEstimator(Protocol):
-    """`(episodes, *, discount, step_weight, eps) -> TurnAdvantages`, with `per_turn = True`."""
+    """`(episodes, *, discount, step_weight, anchor_scope, eps) -> TurnAdvantages`, with `per_turn = True`."""
 
     per_turn: bool
 
@@ -50,6 +54,7 @@ class TurnAdvantageEstimator(Protocol):
         *,
         discount: float = 1.0,
         step_weight: float = 1.0,
+        anchor_scope: AnchorScope = "group",
         eps: float = DEFAULT_EPS,
     ) -> TurnAdvantages: ...
 
@@ -80,6 +85,7 @@ def turn_grpo_advantage(
     *,
     discount: float = 1.0,
     step_weight: float = 1.0,
+    anchor_scope: AnchorScope = "group",
     eps: float = DEFAULT_EPS,
 ) -> TurnAdvantages:
     """GRPO with process supervision (Shao et al. 2024, DeepSeekMath, arXiv:2402.03300, §4.1.3), over turns.
@@ -90,7 +96,7 @@ def turn_grpo_advantage(
     Each turn's reward is normalised against all the turn rewards of its group, and a turn's advantage is the
     (discounted) return of the normalised rewards from that turn on. With γ = 1 this is the paper's
     Â_{i,t} = Σ_{index(j)≥t} r̃_i^{index(j)}, a turn taking the place of a reasoning step. A group whose turn
-    rewards are all equal (or that has a single turn) gives 0. `step_weight` is unused.
+    rewards are all equal (or that has a single turn) gives 0. `step_weight` and `anchor_scope` are unused.
     """
     rewards = torch.tensor([r for e in episodes for r in e.turn_rewards], dtype=torch.float64)
     groups = [e.group_id for e in episodes for _ in e.turn_rewards]
@@ -105,6 +111,7 @@ def gigpo_advantage(
     *,
     discount: float = 1.0,
     step_weight: float = 1.0,
+    anchor_scope: AnchorScope = "group",
     eps: float = DEFAULT_EPS,
 ) -> TurnAdvantages:
     """GiGPO, Group-in-Group Policy Optimization (Feng et al. 2025, arXiv:2505.10978, §4).
@@ -118,6 +125,11 @@ def gigpo_advantage(
     Turns of the group's episodes (a repeated state of one episode included) that start from the same state key
     form an anchor group; a singleton anchor group, or one whose returns are all equal, gives A^S = 0. The paper
     allows F_norm = std or 1; this is the std form (as `grpo`). It uses γ = 0.95 and ω = 1 in its experiments.
+
+    `anchor_scope="batch"` forms anchor groups over the whole batch instead of within each prompt's group: right
+    when every prompt plays the same environment (random starts on one map), so an equal key is the same state
+    whichever prompt reached it, and the extra members give each state's baseline more samples. Keep "group" when
+    prompts are different tasks whose states could share a key.
     Metric: `train/gigpo_anchor_share`, the share of turns in an anchor group of two or more.
 
     Raises:
@@ -134,7 +146,7 @@ def gigpo_advantage(
     returns = torch.tensor(
         [g for e in episodes for g in discounted_returns(e.turn_rewards, discount)], dtype=torch.float64
     )
-    anchors = [(e.group_id, s) for e in episodes for s in (e.turn_states or [])]
+    anchors = [(e.group_id if anchor_scope == "group" else None, s) for e in episodes for s in (e.turn_states or [])]
     step_adv = grpo_advantage(returns, anchors, eps=eps) if anchors else returns
     per_episode = step_adv.split([e.num_turns for e in episodes])
     advantages = [(a_e + step_weight * a_s).float() for a_e, a_s in zip(episode_adv, per_episode, strict=True)]

@@ -183,6 +183,39 @@ def test_gigpo_anchor_groups_stay_within_the_prompt_group_and_repeated_states_co
     assert returns.tolist() == approx([(3 - 2.5) / math.sqrt(0.5), (2 - 2.5) / math.sqrt(0.5)])
 
 
+def test_gigpo_batch_scope_pools_a_state_across_prompt_groups():
+    lone = TurnEpisode("h", 3.0, [1.0, 2.0], ["A", "A"])  # group h reaches group g's state A too
+    pooled = gigpo_advantage([*gigpo_group(), lone], discount=0.5, step_weight=0.5, anchor_scope="batch", eps=EPS)
+    # anchor A over the batch: g's returns (0.5, 0, 0.5) and h's (1 + 0.5·2, 2) = (2, 2)
+    a = [0.5, 0.0, 0.5, 2.0, 2.0]
+    mean, std = sum(a) / 5, math.sqrt(sum((x - sum(a) / 5) ** 2 for x in a) / 4)
+    sb = math.sqrt(0.5)  # anchor B is g's alone, as within the group: returns (1, 0)
+    a_e = [(r - 0.5) / (0.5 + EPS) for r in (1.0, 0.0, 0.5)] + [0.0]  # episode level stays within each group
+    a_s = [
+        [(0.5 - mean) / (std + EPS), (1 - 0.5) / (sb + EPS)],
+        [(0.0 - mean) / (std + EPS), 0.0],
+        [(0.5 - mean) / (std + EPS), (0 - 0.5) / (sb + EPS)],
+        [(2.0 - mean) / (std + EPS), (2.0 - mean) / (std + EPS)],
+    ]
+    for got, e, s in zip(pooled.per_turn, a_e, a_s, strict=True):
+        assert got.tolist() == approx([e + 0.5 * x for x in s])
+    within = gigpo_advantage([*gigpo_group(), lone], discount=0.5, step_weight=0.5, eps=EPS)
+    assert within.per_turn[3].tolist() == [0.0, 0.0]  # the default keeps h's state A to itself
+    assert pooled.metrics["train/gigpo_anchor_share"] == pytest.approx(7 / 8)  # all turns but C's
+
+
+def test_the_trainer_passes_its_anchor_scope_to_gigpo():
+    trajectories = [  # one episode per prompt group, both through states A, B, C: 1 per turn in g, 0 in h
+        three_turns(group_id=group, reward=3 * r, turn_rewards=[r] * 3, turn_states=["A", "B", "C"])
+        for group, r in (("g", 1.0), ("h", 0.0))
+    ]
+    within = row_advantages(TrainerConfig(advantage="gigpo"), trajectories)
+    pooled = row_advantages(TrainerConfig(advantage="gigpo", gigpo_anchor_scope="batch"), trajectories)
+    assert all(float(t.abs().sum()) == 0.0 for t in within.tokens)  # one episode per group: nothing to compare
+    assert float(pooled.tokens[0].min()) >= 0 >= float(pooled.tokens[1].max())  # g's turns above h's, state by state
+    assert float(pooled.tokens[0].max()) > 0 > float(pooled.tokens[1].min())
+
+
 def test_gigpo_of_identical_episodes_is_zero_and_needs_state_keys():
     same = [TurnEpisode("g", 1.0, [0.0, 1.0], ["A", "B"]) for _ in range(3)]
     result = gigpo_advantage(same)
