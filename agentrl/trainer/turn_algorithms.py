@@ -130,6 +130,7 @@ def gigpo_advantage(
     when every prompt plays the same environment (random starts on one map), so an equal key is the same state
     whichever prompt reached it, and the extra members give each state's baseline more samples. Keep "group" when
     prompts are different tasks whose states could share a key.
+
     Metric: `train/gigpo_anchor_share`, the share of turns in an anchor group of two or more.
 
     Raises:
