@@ -152,7 +152,23 @@ def _turn_credit_problems(cfg: AgentRLConfig) -> list[str]:
             f"trainer.advantage={name} discounts turns itself (trainer.turn_discount); set env.discount=1 so that the "
             "episode reward is the sum of the turn rewards"
         )
-    return problems
+    return problems + _turn_option_problems(cfg)
+
+
+def _turn_option_problems(cfg: AgentRLConfig) -> list[str]:
+    """A user's per-turn estimator must take the turn options the config sets (the built-ins take them all)."""
+    from agentrl.errors import UserError
+    from agentrl.trainer.registry import ADVANTAGES, PER_TURN_BUILTINS
+
+    if cfg.trainer.advantage in PER_TURN_BUILTINS:
+        return []
+    from agentrl.trainer.advantages import turn_options
+
+    try:
+        turn_options(cfg.trainer, ADVANTAGES.get(cfg.trainer.advantage))
+    except UserError as error:
+        return [str(error)]
+    return []
 
 
 def _env_problems(cfg: AgentRLConfig) -> list[str]:

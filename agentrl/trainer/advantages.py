@@ -8,11 +8,14 @@ and user tokens get none.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from agentrl.config.schema import TrainerConfig
+from agentrl.errors import UserError
 from agentrl.trainer.algorithms import get_advantage, rewards_and_groups
 from agentrl.trainer.turn_algorithms import is_per_turn
 from agentrl.trainer.turn_credit import token_advantages, turn_episodes
@@ -44,12 +47,7 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
     estimator = get_advantage(cfg.advantage)
     if is_per_turn(estimator):
         episodes = turn_episodes(trajectories, cfg.advantage)
-        result = estimator(
-            episodes,
-            discount=cfg.turn_discount,
-            step_weight=cfg.gigpo_step_weight,
-            anchor_scope=cfg.gigpo_anchor_scope,
-        )
+        result = estimator(episodes, **turn_options(cfg, estimator))
         tokens = [token_advantages(t, a.tolist()) for t, a in zip(trajectories, result.per_turn, strict=True)]
         per_turn = torch.cat(result.per_turn)
         metrics = {**_figures(per_turn), "train/turn_adv_abs_mean": float(per_turn.abs().mean()), **result.metrics}
@@ -58,6 +56,33 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
     rows, advantages = with_step_samples(trajectories, estimator(rewards, groups))
     tokens = [token_advantages(t, [a] * t.num_generated_turns) for t, a in zip(rows, advantages.tolist(), strict=True)]
     return RowAdvantages(rows, tokens, _figures(advantages))
+
+
+def turn_options(cfg: TrainerConfig, estimator: Any) -> dict[str, Any]:
+    """The keywords of `cfg` that a per-turn estimator accepts (`discount`, `step_weight`, `anchor_scope`).
+
+    A user's estimator written before a keyword existed still runs: keywords it does not take are left out, unless
+    the config sets them away from their default, which that estimator would silently ignore.
+
+    Raises:
+        UserError: the config sets an option the estimator does not accept.
+    """
+    options = {
+        "discount": ("turn_discount", cfg.turn_discount),
+        "step_weight": ("gigpo_step_weight", cfg.gigpo_step_weight),
+        "anchor_scope": ("gigpo_anchor_scope", cfg.gigpo_anchor_scope),
+    }
+    params = inspect.signature(estimator).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return {keyword: value for keyword, (_, value) in options.items()}
+    defaults = {name: field.default for name, field in TrainerConfig.model_fields.items()}
+    ignored = [key for keyword, (key, value) in options.items() if keyword not in params and value != defaults[key]]
+    if ignored:
+        raise UserError(
+            f"trainer.advantage={cfg.advantage} does not take {', '.join(ignored)}: leave "
+            f"{'it' if len(ignored) == 1 else 'them'} at the default, or add the keyword to the estimator"
+        )
+    return {keyword: value for keyword, (_, value) in options.items() if keyword in params}
 
 
 def with_step_samples(

@@ -45,7 +45,7 @@ ADVANTAGES: Registry[Any] = Registry(
 )
 """Advantage estimators by `trainer.advantage`: outcome ones `(rewards [B], group_ids [B], *, eps) -> advantages
 [B]`, and per-turn ones (`per_turn = True`) `(episodes, *, discount, step_weight, anchor_scope, eps) ->
-TurnAdvantages`."""
+TurnAdvantages`; a per-turn estimator may leave out the options it does not use (`advantages.turn_options`)."""
 
 PER_TURN_BUILTINS = frozenset({"turn_grpo", "gigpo"})
 OUTCOME_BUILTINS = frozenset({"grpo", "gspo", "dr_grpo", "rloo", "reinforce++"})

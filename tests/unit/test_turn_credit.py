@@ -318,3 +318,26 @@ def test_a_per_turn_estimator_needs_a_loop_that_records_turn_rewards():
     assert not [p for p in run_problems(gym) if "gigpo" in p]
     discounted = gym.model_copy(update={"env": EnvConfig(id="FrozenLake-v1", discount=0.9)})
     assert any("set env.discount=1" in p for p in run_problems(discounted))
+
+
+def test_a_users_per_turn_estimator_gets_only_the_options_it_takes():
+    from agentrl.trainer.algorithms import register_advantage
+    from agentrl.trainer.registry import ADVANTAGES
+    from agentrl.trainer.turn_algorithms import per_turn
+
+    seen = []
+
+    def older(episodes, *, discount=1.0, eps=1e-6):  # written before step_weight and anchor_scope existed
+        seen.append(discount)
+        return turn_grpo_advantage(episodes, discount=discount, eps=eps)
+
+    trajectories = [three_turns(group_id="g", reward=3 * r, turn_rewards=[r] * 3) for r in (1.0, 0.0)]
+    with ADVANTAGES.scoped():
+        register_advantage("older_turns")(per_turn(older))
+        result = row_advantages(TrainerConfig(advantage="older_turns", turn_discount=0.5), trajectories)
+        assert seen == [0.5] and float(result.tokens[0].max()) > 0
+        batch = TrainerConfig(advantage="older_turns", gigpo_anchor_scope="batch")
+        with pytest.raises(UserError, match="does not take gigpo_anchor_scope: leave it at the default"):
+            row_advantages(batch, trajectories)
+        gym = AgentRLConfig(agent=AgentConfig(name="gym"), env=EnvConfig(id="FrozenLake-v1"), trainer=batch)
+        assert any("does not take gigpo_anchor_scope" in p for p in run_problems(gym))
