@@ -186,6 +186,11 @@ class TrainerConfig(_Section):
         description="gigpo: compare turns from the same state within each prompt's group (the paper), or across "
         "the whole batch (batch: when all prompts play one environment, e.g. random starts on one map)",
     )
+    gigpo_step_norm: Literal["std", "none"] = Field(
+        "std",
+        description="gigpo: divide step-level advantages by their anchor group's std (the paper's default), or not "
+        "(none: reward units, so moves that differ only by shaping weigh little)",
+    )
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
     ppo_mini_batches: int = Field(
         1, ge=1, description="optimizer steps per batch, each on a 1/N share of its trajectories (PPO mini-batches)"

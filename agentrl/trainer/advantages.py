@@ -59,7 +59,8 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
 
 
 def turn_options(cfg: TrainerConfig, estimator: Any) -> dict[str, Any]:
-    """The keywords of `cfg` that a per-turn estimator accepts (`discount`, `step_weight`, `anchor_scope`).
+    """The keywords of `cfg` that a per-turn estimator accepts (`discount`, `step_weight`, `anchor_scope`,
+    `step_norm`).
 
     A user's estimator written before a keyword existed still runs: keywords it does not take are left out, unless
     the config sets them away from their default, which that estimator would silently ignore.
@@ -71,6 +72,7 @@ def turn_options(cfg: TrainerConfig, estimator: Any) -> dict[str, Any]:
         "discount": ("turn_discount", cfg.turn_discount),
         "step_weight": ("gigpo_step_weight", cfg.gigpo_step_weight),
         "anchor_scope": ("gigpo_anchor_scope", cfg.gigpo_anchor_scope),
+        "step_norm": ("gigpo_step_norm", cfg.gigpo_step_norm),
     }
     params = inspect.signature(estimator).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

@@ -44,7 +44,7 @@ ADVANTAGES: Registry[Any] = Registry(
     example="my_pkg.advantages:my_estimator",
 )
 """Advantage estimators by `trainer.advantage`: outcome ones `(rewards [B], group_ids [B], *, eps) -> advantages
-[B]`, and per-turn ones (`per_turn = True`) `(episodes, *, discount, step_weight, anchor_scope, eps) ->
+[B]`, and per-turn ones (`per_turn = True`) `(episodes, *, discount, step_weight, anchor_scope, step_norm, eps) ->
 TurnAdvantages`; a per-turn estimator may leave out the options it does not use (`advantages.turn_options`)."""
 
 PER_TURN_BUILTINS = frozenset({"turn_grpo", "gigpo"})

@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 import torch
 
 from agentrl.errors import UserError
-from agentrl.trainer.algorithms import DEFAULT_EPS, grpo_advantage
+from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, grpo_advantage
 from agentrl.trainer.turn_credit import TurnEpisode
 
 
@@ -41,10 +41,12 @@ class TurnAdvantages:
 
 
 AnchorScope = Literal["group", "batch"]
+StepNorm = Literal["std", "none"]
 
 
 class TurnAdvantageEstimator(Protocol):
-    """`(episodes, *, discount, step_weight, anchor_scope, eps) -> TurnAdvantages`, with `per_turn = True`."""
+    """`(episodes, *, discount, step_weight, anchor_scope, step_norm, eps) -> TurnAdvantages`, with
+    `per_turn = True`; an estimator may leave out the options it does not use."""
 
     per_turn: bool
 
@@ -55,6 +57,7 @@ class TurnAdvantageEstimator(Protocol):
         discount: float = 1.0,
         step_weight: float = 1.0,
         anchor_scope: AnchorScope = "group",
+        step_norm: StepNorm = "std",
         eps: float = DEFAULT_EPS,
     ) -> TurnAdvantages: ...
 
@@ -86,6 +89,7 @@ def turn_grpo_advantage(
     discount: float = 1.0,
     step_weight: float = 1.0,
     anchor_scope: AnchorScope = "group",
+    step_norm: StepNorm = "std",
     eps: float = DEFAULT_EPS,
 ) -> TurnAdvantages:
     """GRPO with process supervision (Shao et al. 2024, DeepSeekMath, arXiv:2402.03300, §4.1.3), over turns.
@@ -96,7 +100,8 @@ def turn_grpo_advantage(
     Each turn's reward is normalised against all the turn rewards of its group, and a turn's advantage is the
     (discounted) return of the normalised rewards from that turn on. With γ = 1 this is the paper's
     Â_{i,t} = Σ_{index(j)≥t} r̃_i^{index(j)}, a turn taking the place of a reasoning step. A group whose turn
-    rewards are all equal (or that has a single turn) gives 0. `step_weight` and `anchor_scope` are unused.
+    rewards are all equal (or that has a single turn) gives 0. `step_weight`, `anchor_scope` and `step_norm` are
+    unused (GiGPO's).
     """
     rewards = torch.tensor([r for e in episodes for r in e.turn_rewards], dtype=torch.float64)
     groups = [e.group_id for e in episodes for _ in e.turn_rewards]
@@ -112,6 +117,7 @@ def gigpo_advantage(
     discount: float = 1.0,
     step_weight: float = 1.0,
     anchor_scope: AnchorScope = "group",
+    step_norm: StepNorm = "std",
     eps: float = DEFAULT_EPS,
 ) -> TurnAdvantages:
     """GiGPO, Group-in-Group Policy Optimization (Feng et al. 2025, arXiv:2505.10978, §4).
@@ -119,12 +125,17 @@ def gigpo_advantage(
         A^E(τ_i)    = (R(τ_i) − mean_j R(τ_j)) / (std_j R(τ_j) + ε)          episode level, over the group (Eq. 3)
         R_t^(i)     = Σ_{k≥t} γ^{k−t} r_k^(i)                                discounted return from step t (Eq. 5)
         G^S(s̃)     = {(i, t) : s_t^(i) = s̃}                                 anchor-state group, within the group (Eq. 6)
-        A^S(i, t)   = (R_t^(i) − mean_{G^S(s̃)} R) / (std_{G^S(s̃)} R + ε)   step level, within G^S(s̃) (Eq. 7)
+        A^S(i, t)   = (R_t^(i) − mean_{G^S(s̃)} R) / F_norm                 step level, within G^S(s̃) (Eq. 7)
         A(i, t)     = A^E(τ_i) + ω · A^S(i, t)                               (Eq. 8)
 
     Turns of the group's episodes (a repeated state of one episode included) that start from the same state key
     form an anchor group; a singleton anchor group, or one whose returns are all equal, gives A^S = 0. The paper
-    allows F_norm = std or 1; this is the std form (as `grpo`). It uses γ = 0.95 and ω = 1 in its experiments.
+    allows F_norm = std_{G^S(s̃)} R + ε (`step_norm="std"`, the default, as `grpo`) or 1 (`step_norm="none"`, as
+    `dr_grpo`). It uses γ = 0.95 and ω = 1 in its experiments.
+
+    `step_norm="none"` keeps step advantages in reward units: a state whose moves differ only by a little shaping
+    then weighs little, where the std form scales every anchor group to unit spread, so that a shaping tie-break
+    pushes as hard as the move that decides success.
 
     `anchor_scope="batch"` forms anchor groups over the whole batch instead of within each prompt's group: right
     when every prompt plays the same environment (random starts on one map), so an equal key is the same state
@@ -148,7 +159,8 @@ def gigpo_advantage(
         [g for e in episodes for g in discounted_returns(e.turn_rewards, discount)], dtype=torch.float64
     )
     anchors = [(e.group_id if anchor_scope == "group" else None, s) for e in episodes for s in (e.turn_states or [])]
-    step_adv = grpo_advantage(returns, anchors, eps=eps) if anchors else returns
+    centre = grpo_advantage if step_norm == "std" else dr_grpo_advantage
+    step_adv = centre(returns, anchors, eps=eps) if anchors else returns
     per_episode = step_adv.split([e.num_turns for e in episodes])
     advantages = [(a_e + step_weight * a_s).float() for a_e, a_s in zip(episode_adv, per_episode, strict=True)]
     return TurnAdvantages(advantages, {"train/gigpo_anchor_share": _anchor_share(anchors)})

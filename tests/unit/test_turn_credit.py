@@ -171,6 +171,24 @@ def test_gigpo_adds_episode_and_anchor_state_advantages():
     assert result.metrics["train/gigpo_anchor_share"] == pytest.approx(5 / 6)  # all turns but C's
 
 
+def test_gigpo_without_step_norm_keeps_step_advantages_in_reward_units():
+    result = gigpo_advantage(gigpo_group(), discount=0.5, step_weight=0.5, step_norm="none", eps=EPS)
+    a_e = [(r - 0.5) / (0.5 + EPS) for r in (1.0, 0.0, 0.5)]  # the episode level keeps its std (Eq. 3)
+    # Eq. 7 with F_norm = 1: A = {0.5, 0, 0.5} minus 1/3; B = {1, 0} minus 0.5; C a singleton
+    a_s = [[0.5 - 1 / 3, 1 - 0.5], [0.0 - 1 / 3, 0.0], [0.5 - 1 / 3, 0 - 0.5]]
+    for got, e, s in zip(result.per_turn, a_e, a_s, strict=True):
+        assert got.tolist() == approx([e + 0.5 * x for x in s])
+    trajectories = [
+        three_turns(group_id="g", reward=3 * r, turn_rewards=[r] * 3, turn_states=["A", "B", "C"]) for r in (2.0, 0.0)
+    ]
+    std, raw = (
+        row_advantages(TrainerConfig(advantage="gigpo", gigpo_step_norm=n), trajectories) for n in ("std", "none")
+    )
+    assert float(raw.tokens[0].max()) - float(raw.tokens[1].max()) != pytest.approx(
+        float(std.tokens[0].max()) - float(std.tokens[1].max())
+    )  # the trainer passes the option on
+
+
 def test_gigpo_anchor_groups_stay_within_the_prompt_group_and_repeated_states_count():
     lone = TurnEpisode("h", 3.0, [1.0, 2.0], ["A", "A"])  # same key as group g's anchor A; revisits it
     with_lone = gigpo_advantage([*gigpo_group(), lone], discount=0.5, step_weight=0.5, eps=EPS).per_turn
