@@ -131,7 +131,8 @@ class Trajectory(BaseModel):
     """Step samples before this one, when the agent rewrote its history mid-run (the gateway's black-box agents):
     each token-exact on its own, trained with this trajectory's advantage."""
     turn_rewards: list[float] | None = None
-    """The reward of each generated turn (see `turn_index`), for per-turn credit (`trainer.advantage=turn_grpo` or
+    """The reward of each generated turn (see `turn_index`; with earlier step samples, their turns first, in
+    `step_samples()` order), for per-turn credit (`trainer.advantage=turn_grpo` or
     `gigpo`): e.g. the env's step reward of a Gym turn, with the invalid-action penalty on the turn that caused
     it. None: the loop records none."""
     turn_states: list[str] | None = None
@@ -188,6 +189,15 @@ class Trajectory(BaseModel):
     def num_generated_turns(self) -> int:
         """Turns in the sense of `turn_index` (one reward each in `turn_rewards`)."""
         return 1 + max((i for i in self.turn_index() if i is not None), default=-1)
+
+    def step_samples(self) -> list[Trajectory]:
+        """The token sequences that make up the conversation, in order: the earlier step samples that generated
+        anything, then this one (just `[self]` for a conversation that never rewrote its context)."""
+        return [*(s for s in self.earlier_steps if s.num_generated_tokens), self]
+
+    def num_turns_in_all_steps(self) -> int:
+        """Generated turns of every step sample together (one reward each in `turn_rewards`)."""
+        return sum(s.num_generated_turns for s in self.step_samples())
 
     def append(self, segment: Segment) -> None:
         """Append a segment; segments are never edited once appended."""

@@ -278,6 +278,16 @@ class EnvConfig(_Section):
         "never trained); a small model copies their reply form, and often the reply itself",
     )
 
+    history_turns: int | None = Field(
+        None,
+        ge=0,
+        description="earlier turns each prompt carries (None: the whole episode, one token sequence). With a "
+        "number every turn is a step sample of its own (Trajectory.earlier_steps): the instructions, the last "
+        "history_turns observation/reply pairs, and the current state as the adapter's observation_text shows "
+        "it, so that with 0 the same state is always the same prompt (GiGPO's setting: the policy is a map from "
+        "states to moves); a window also keeps long episodes' prompts short",
+    )
+
     @model_validator(mode="after")
     def _check(self) -> EnvConfig:
         problems = []

@@ -93,6 +93,7 @@ class GymEpisode:
         self.truncated = False
         self.success = False
         self.last_text = ""
+        self.state_text = ""
         self.state_key = ""
         self.turn_rewards: list[float] = []
         self.turn_states: list[str] = []
@@ -122,6 +123,18 @@ class GymEpisode:
         """The instructions when they make the system message (`instructions_role="system"`), else None."""
         return self.adapter.instructions() if self.instructions_role == "system" else None
 
+    @property
+    def user_instructions(self) -> str | None:
+        """The instructions when they open the first user message (`instructions_role="user"`), else None."""
+        return None if self.instructions_role == "system" else self.adapter.instructions()
+
+    def state_message(self, feedback: str | None = None) -> str:
+        """The current state on its own, without the step text that led there: the adapter's `observation_text`
+        (the same text for the same state), after `feedback` on an invalid reply if any, ending like a turn's
+        message. For prompts that do not carry the episode so far (`env.history_turns`)."""
+        text = f"{feedback}\n{self.state_text}" if feedback else self.state_text
+        return _ask(text, self.adapter.reply_prompt())
+
     def example_messages(self) -> list[Message]:
         """The few-shot turns as user/assistant messages, each observation ending like a real turn's."""
         messages = []
@@ -147,7 +160,7 @@ class GymEpisode:
         """Reset the env; returns the first message: the instructions (unless they are `system_text`), then the
         first observation."""
         obs, info = self.env.reset(seed=seed, options=options)
-        self.last_text = self.adapter.observation_text(obs, info)
+        self.last_text = self.state_text = self.adapter.observation_text(obs, info)
         self.state_key = _digest(self.adapter.state_key(obs, info))
         in_system = self.instructions_role == "system"
         opening = self.last_text if in_system else f"{self.adapter.instructions()}\n\n{self.last_text}"
@@ -185,6 +198,7 @@ class GymEpisode:
         if self.terminated or self.truncated:
             self.success = self.adapter.is_success(reward, self.terminated, info)
         self.last_text = self.adapter.step_text(action, obs, reward, info)
+        self.state_text = self.adapter.observation_text(obs, info)
         text = self.last_text if self.done else _ask(self.last_text, self.adapter.reply_prompt())
         return StepOutcome(text, True, reward, self.terminated, self.truncated)
 

@@ -97,6 +97,24 @@ class AgentContext:
         if len(ids) >= min(self.budgets.max_total_tokens, self.budgets.max_model_len):
             raise StopLoop(StopReason.CONTEXT_OVERFLOW, f"prompt of {len(ids)} tokens leaves no room to generate")
 
+    def new_step_sample(self, messages: list[Message]) -> None:
+        """Set the conversation so far aside as an earlier step sample (`Trajectory.earlier_steps`) and start a
+        new token sequence from `messages`, for a loop that rewrites its context (a window of recent turns, a
+        summary). Each step sample is token-exact on its own and trains on its own turns; per-turn estimators
+        count turns across them in order."""
+        traj = self.trajectory
+        if traj.segments:
+            earlier = Trajectory(
+                group_id=traj.group_id,
+                sample_index=traj.sample_index,
+                agent_name=traj.agent_name,
+                segments=traj.segments,
+                messages=traj.messages,
+            )
+            traj.earlier_steps.append(earlier)
+            traj.segments, traj.messages = [], []
+        self.start(messages)
+
     def finish(self) -> None:
         """End the trajectory on the model's last reply: stop_reason done, or max_tokens if that reply was cut."""
         self.trajectory.stop_reason = StopReason.MAX_TOKENS if self.last_turn_cut else StopReason.DONE

@@ -33,6 +33,10 @@ class GymAgentLoop(AgentLoopBase):
     `env.invalid_action_penalty` per invalid reply, set however the trajectory ends; `metrics` get `env/return`,
     `env/success`, `env/steps`, `env/invalid_actions`, and `metadata["env"]` the seed, flags and final message.
 
+    With `env.history_turns` set, each turn's prompt carries only the last that many observation/reply pairs
+    before the current state (`GymEpisode.state_message`), and each turn is a step sample of its own
+    (`Trajectory.earlier_steps`, trained on as separate rows); with 0 the policy sees only the current state.
+
     Per-turn credit: `turn_rewards` gets each turn's step reward (minus the invalid-action penalty for an invalid
     reply) and `turn_states` the state it started from; a last turn generated but never played (cut by the
     token budget) gets reward 0.
@@ -66,7 +70,9 @@ class GymAgentLoop(AgentLoopBase):
         ctx.env = episode
         try:
             first = await asyncio.to_thread(episode.reset, seed)
-            ctx.start(_opening(sample, episode, first))
+            opening = _opening(sample, episode, first)
+            window = _Window(opening[:-1], episode, self._env().history_turns)
+            ctx.start(opening)
             while True:
                 # a reply cut at rollout.max_tokens is still played (feedback when invalid), not the episode's end
                 turn = await ctx.generate(continue_if_cut=True)
@@ -78,7 +84,11 @@ class GymAgentLoop(AgentLoopBase):
                     raise StopLoop(StopReason.MAX_TURNS, f"episode truncated after {episode.steps} steps")
                 if episode.invalid_limit_reached:
                     raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{episode.invalid_in_a_row} invalid actions in a row")
-                ctx.add_messages([Message(role="user", content=outcome.text)])
+                if window.turns is None:
+                    ctx.add_messages([Message(role="user", content=outcome.text)])
+                else:
+                    feedback = None if outcome.valid else outcome.text
+                    ctx.new_step_sample(window.next_prompt(ctx.trajectory.messages[-1], feedback))
         finally:
             _record(ctx.trajectory, episode, seed)
             episode.close()
@@ -91,6 +101,28 @@ def _opening(sample: Sample, episode: GymEpisode, first: str) -> list[Message]:
     if episode.system_text:
         messages = with_system_prompt(messages, episode.system_text)
     return [*messages, *episode.example_messages(), Message(role="user", content=first)]
+
+
+class _Window:
+    """The prompts of an episode played with `env.history_turns`: each turn a new step sample of the opening
+    (row messages, system text, few-shot turns), the last `turns` observation/reply pairs and the current state;
+    the instructions (when not the system text) open the first user message of the window."""
+
+    def __init__(self, opening: list[Message], episode: GymEpisode, turns: int | None):
+        self.opening, self.episode, self.turns = opening, episode, turns
+        self.shown = Message(role="user", content=episode.state_message())  # this turn's observation, bare
+        self.played: list[tuple[Message, Message]] = []
+
+    def next_prompt(self, reply: Message, feedback: str | None) -> list[Message]:
+        """The messages of the next turn's prompt, after `reply` to the current one."""
+        self.played.append((self.shown, reply))
+        self.shown = Message(role="user", content=self.episode.state_message(feedback))
+        kept = self.played[len(self.played) - self.turns :] if self.turns else []
+        messages = [*(m for pair in kept for m in pair), self.shown]
+        instructions = self.episode.user_instructions
+        if instructions:
+            messages[0] = Message(role="user", content=f"{instructions}\n\n{messages[0].content}")
+        return [*self.opening, *messages]
 
 
 def _seed(sample: Sample) -> int | None:
@@ -107,7 +139,7 @@ def _record(traj: Trajectory, episode: GymEpisode, seed: int | None) -> None:
     if episode.invalid_action_penalty:
         traj.reward_components["invalid_actions"] = -episode.invalid_action_penalty * episode.invalid_actions
     traj.metrics.update(episode.metrics())
-    unplayed = traj.num_generated_turns - len(episode.turn_rewards)
+    unplayed = traj.num_turns_in_all_steps() - len(episode.turn_rewards)
     traj.turn_rewards = episode.turn_rewards + [0.0] * unplayed
     traj.turn_states = episode.turn_states + [episode.state_key] * unplayed
     traj.metadata["env"] = {

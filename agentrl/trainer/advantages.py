@@ -18,7 +18,7 @@ from agentrl.config.schema import TrainerConfig
 from agentrl.errors import UserError
 from agentrl.trainer.algorithms import get_advantage, rewards_and_groups
 from agentrl.trainer.turn_algorithms import is_per_turn
-from agentrl.trainer.turn_credit import token_advantages, turn_episodes
+from agentrl.trainer.turn_credit import step_sample_advantages, token_advantages, turn_episodes
 from agentrl.types import Trajectory
 
 
@@ -48,10 +48,14 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
     if is_per_turn(estimator):
         episodes = turn_episodes(trajectories, cfg.advantage)
         result = estimator(episodes, **turn_options(cfg, estimator))
-        tokens = [token_advantages(t, a.tolist()) for t, a in zip(trajectories, result.per_turn, strict=True)]
+        samples = [
+            pair
+            for t, a in zip(trajectories, result.per_turn, strict=True)
+            for pair in step_sample_advantages(t, a.tolist())
+        ]
         per_turn = torch.cat(result.per_turn)
         metrics = {**_figures(per_turn), "train/turn_adv_abs_mean": float(per_turn.abs().mean()), **result.metrics}
-        return RowAdvantages(trajectories, tokens, metrics)
+        return RowAdvantages([row for row, _ in samples], [adv for _, adv in samples], metrics)
     rewards, groups = rewards_and_groups(trajectories)
     rows, advantages = with_step_samples(trajectories, estimator(rewards, groups))
     tokens = [token_advantages(t, [a] * t.num_generated_turns) for t, a in zip(rows, advantages.tolist(), strict=True)]
@@ -94,12 +98,8 @@ def with_step_samples(
     tokens), every one a row of its own with the trajectory's advantage (step-wise training)."""
     if not any(t.earlier_steps for t in trajectories):
         return trajectories, advantages
-    rows: list[Trajectory] = []
-    index: list[int] = []
-    for i, traj in enumerate(trajectories):
-        steps = [s for s in traj.earlier_steps if any(seg.trainable for seg in s.segments)]
-        rows += [*steps, traj]
-        index += [i] * (len(steps) + 1)
+    rows = [sample for traj in trajectories for sample in traj.step_samples()]
+    index = [i for i, traj in enumerate(trajectories) for _ in traj.step_samples()]
     return rows, advantages[torch.tensor(index, dtype=torch.long)]
 
 

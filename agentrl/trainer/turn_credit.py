@@ -42,8 +42,8 @@ def turn_episodes(trajectories: Sequence[Trajectory], estimator: str) -> list[Tu
     """The scored trajectories as `TurnEpisode`s for the per-turn estimator named `estimator`.
 
     Raises:
-        UserError: a trajectory has no reward, records no turn rewards, not one per turn, or has earlier step
-            samples (which hold other token sequences than its turns).
+        UserError: a trajectory has no reward, records no turn rewards, or not one per turn (the turns of its
+            earlier step samples first, `Trajectory.step_samples`).
     """
     return [_episode(traj, estimator) for traj in trajectories]
 
@@ -57,9 +57,7 @@ def _episode(traj: Trajectory, estimator: str) -> TurnEpisode:
             f"{where} (loop {traj.agent_name or '?'}) records no per-turn rewards; play it with a loop that does "
             "(gym), set Trajectory.turn_rewards in your loop, or use an outcome estimator (grpo, rloo, ...)"
         )
-    if traj.earlier_steps:
-        raise UserError(f"{where} has earlier step samples, which have no turns of their own; use grpo or rloo")
-    turns = traj.num_generated_turns
+    turns = traj.num_turns_in_all_steps()
     for name, values in (("turn_rewards", traj.turn_rewards), ("turn_states", traj.turn_states)):
         if values is not None and len(values) != turns:
             raise UserError(f"{where} has {turns} generated turns but {len(values)} {name}; record one per turn")
@@ -67,6 +65,25 @@ def _episode(traj: Trajectory, estimator: str) -> TurnEpisode:
     if rewards:  # the reward the turns do not account for goes to the last turn
         rewards[-1] += float(traj.reward) - sum(rewards)
     return TurnEpisode(traj.group_id, float(traj.reward), rewards, traj.turn_states)
+
+
+def step_sample_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -> list[tuple[Trajectory, torch.Tensor]]:
+    """Each step sample of `traj` (`Trajectory.step_samples`: earlier ones first) with its token advantages, from
+    the advantages of all its turns in order: every sample takes the next `num_generated_turns` of them.
+
+    Raises:
+        ValueError: not one advantage per generated turn of all the step samples together.
+    """
+    if len(turn_advantages) != traj.num_turns_in_all_steps():
+        raise ValueError(
+            f"trajectory {traj.id}: {traj.num_turns_in_all_steps()} turns but {len(turn_advantages)} advantages"
+        )
+    out, at = [], 0
+    for sample in traj.step_samples():
+        turns = sample.num_generated_turns
+        out.append((sample, token_advantages(sample, turn_advantages[at : at + turns])))
+        at += turns
+    return out
 
 
 def token_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -> torch.Tensor:

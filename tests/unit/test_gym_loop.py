@@ -294,3 +294,41 @@ def test_a_few_shot_reply_that_is_not_an_action_is_refused_before_any_episode(to
 def test_few_shot_turns_need_an_observation_and_a_reply():
     with pytest.raises(ValueError, match="examples.0.reply"):
         EnvConfig(id="FrozenLake-v1", examples=[{"observation": "x", "reply": ""}])
+
+
+def test_without_history_every_turn_is_a_step_sample_of_the_current_state_alone(tokenizer):
+    env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, history_turns=0, invalid_action_penalty=0.1)
+    traj = play(tokenizer, ["LEFT", "jump", *FROZEN_LAKE_WIN], env, agent=LONG)
+    assert traj.reward == pytest.approx(1.0 - 0.1) and traj.metrics["env/success"] == 1.0
+    samples = traj.step_samples()
+    assert len(samples) == 8 and traj.num_turns_in_all_steps() == 8 and len(traj.turn_rewards) == 8
+    for sample in samples:  # each one token-exact on its own: a prompt, then one reply
+        assert check_drift(tokenizer, sample).ok
+        assert [m.role for m in sample.messages] == ["user", "assistant"]
+        assert [s.trainable for s in sample.segments] == [False, True]
+    prompts = [sample.messages[0].content for sample in samples]
+    # LEFT from the corner leaves the agent where it was: the same state is the same prompt, token for token
+    assert prompts[1] == prompts[0] and samples[1].segments[0].token_ids == samples[0].segments[0].token_ids
+    assert all(p.startswith("You walk on a frozen lake.") and p.count("You are at row") == 1 for p in prompts)
+    assert "Invalid action 'jump'" in prompts[2] and prompts[2].endswith("Choose one: LEFT, DOWN, RIGHT, UP.")
+    assert "You moved" not in "".join(prompts)  # the state as observed, not the step that led there
+
+
+def test_a_history_window_keeps_the_last_turns_and_opens_with_the_instructions(tokenizer):
+    env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, history_turns=1, instructions_role="system")
+    sample = Sample(prompt=[Message(role="system", content="Be brief.")], extra_info={"seed": 0})
+    manager = RolloutManager(
+        ScriptedPolicy(tokenizer, FROZEN_LAKE_WIN),
+        tokenizer,
+        LONG,
+        RolloutConfig(n=1),
+        run_config=AgentRLConfig(env=env),
+    )
+    (traj,) = asyncio.run(manager.run([sample]))
+    assert traj.error is None and traj.reward == 1.0 and len(traj.step_samples()) == 6
+    second, third = traj.step_samples()[1:3]
+    assert [m.role for m in third.messages] == ["system", "user", "assistant", "user", "assistant"]
+    assert third.messages[0].content.endswith("Be brief.")
+    assert third.messages[1] == second.messages[-2] and third.messages[2].content == "DOWN"  # the previous turn
+    assert [m.content.count("You are at row") for m in third.messages[1::2]] == [1, 1]
+    assert all(check_drift(tokenizer, s).ok for s in traj.step_samples())

@@ -260,7 +260,7 @@ def test_the_reward_no_turn_accounts_for_goes_to_the_last_turn():
         ({"reward": 1.0, "turn_rewards": [1.0]}, "3 generated turns but 1 turn_rewards"),
         ({"reward": 1.0, "turn_rewards": [0, 0, 0], "turn_states": ["a"]}, "3 generated turns but 1 turn_states"),
         ({"turn_rewards": [0, 0, 0]}, "has no reward"),
-        ({"reward": 1.0, "turn_rewards": [0, 0, 0], "earlier_steps": [Trajectory()]}, "earlier step samples"),
+        ({"reward": 1.0, "turn_rewards": [0, 0, 0], "earlier_steps": [three_turns()]}, "6 generated turns but 3"),
     ],
 )
 def test_trajectories_a_per_turn_estimator_cannot_credit_are_user_errors(fields, message):
@@ -282,6 +282,28 @@ def test_row_advantages_put_turn_advantages_on_turn_tokens_and_log_them():
     assert rows.metrics["train/turn_adv_abs_mean"] == pytest.approx(float(per_turn.abs().mean()))
     assert rows.metrics["train/gigpo_anchor_share"] == pytest.approx(4 / 6)
     assert rows.metrics["train/advantage_max"] == pytest.approx(float(per_turn.max()))
+
+
+def test_turn_advantages_follow_the_turns_across_step_samples():
+    """A loop that rewrote its context (`env.history_turns`): the turns of its earlier step samples come first."""
+    one_turn = Trajectory(segments=[seg([1], trainable=False, role="user"), seg([2, 3])])
+    no_reply = Trajectory(segments=[seg([4], trainable=False, role="user")])  # generated nothing: not a row
+
+    def episode(reward, turn_rewards):
+        earlier = [one_turn.model_copy(deep=True), no_reply, three_turns()]
+        return one_turn.model_copy(update={"reward": reward, "turn_rewards": turn_rewards, "earlier_steps": earlier})
+
+    trajectories = [episode(1.0, [0.0, 0.0, 0.0, 0.0, 1.0]), episode(0.0, [0.0, 0.0, 0.0, 0.0, 0.0])]
+    trajectories = [t.model_copy(update={"group_id": "g", "turn_states": list("abcde")}) for t in trajectories]
+    rows = row_advantages(TrainerConfig(advantage="gigpo"), trajectories)
+    expected = gigpo_advantage(turn_episodes(trajectories, "gigpo")).per_turn
+    assert len(rows.rows) == 6 and rows.rows[2] is trajectories[0]  # per episode: 1-turn, 3-turn, last samples
+    for i, turns in enumerate(t.tolist() for t in expected):
+        first, middle, last = rows.tokens[3 * i : 3 * i + 3]
+        assert first.tolist() == approx([turns[0]] * 2)
+        assert torch.equal(middle, token_advantages(three_turns(), turns[1:4]))
+        assert last.tolist() == approx([turns[4]] * 2)
+    assert expected[0][4] > 0 > expected[1][4]
 
 
 def test_an_outcome_estimator_gives_every_turn_the_trajectorys_advantage():
@@ -315,6 +337,18 @@ def test_a_gym_turn_generated_but_never_played_gets_reward_zero(tokenizer):
     traj = play(tokenizer, ["DOWN", "DOWN"], env, agent=AgentConfig(name="gym", max_turns=2, max_total_tokens=budget))
     assert traj.stop_reason == "context_overflow" and traj.num_generated_turns == 2
     assert traj.turn_rewards == [0.0, 0.0] and traj.turn_states[1] == full.turn_states[1]
+
+
+def test_a_gym_episode_without_history_trains_one_row_per_turn_with_that_turns_advantage(tokenizer):
+    env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, history_turns=0)
+    won = play(tokenizer, ["DOWN", "DOWN", "RIGHT", "RIGHT", "DOWN", "RIGHT"], env)
+    fell = play(tokenizer, ["DOWN", "RIGHT"], env)  # the second state's RIGHT falls in; its DOWN (above) did not
+    trajectories = [t.model_copy(update={"group_id": "g"}) for t in (won, fell)]
+    rows = row_advantages(TrainerConfig(advantage="gigpo"), trajectories)
+    assert len(rows.rows) == 8 and all(r.num_generated_turns == 1 for r in rows.rows)
+    assert all(len(set(t.tolist())) == 1 for t in rows.tokens)  # a row's response is its one reply
+    per_turn = [float(t[0]) for t in rows.tokens]
+    assert per_turn[1] > per_turn[7]  # same state, DOWN (won) against RIGHT (fell)
 
 
 # ---- configuration ------------------------------------------------------------------------------------------------
