@@ -13,8 +13,9 @@ from agentrl.types import Trajectory
 pytestmark = pytest.mark.integration
 
 
-def train_gym(url, out, advantage, recipe="gym"):
+def train_gym(url, out, advantage, recipe="gym", *overrides):
     args = [
+        *overrides,
         "train",
         f"recipe={recipe}",
         f"rollout.urls=[{url}]",
@@ -38,14 +39,16 @@ def trajectories(out, step):
         return [Trajectory.from_json(line) for line in f]
 
 
-@pytest.mark.parametrize("advantage", ["turn_grpo", "gigpo"])
-def test_two_gym_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advantage):
-    steps = train_gym(hf_server_url, tmp_path, advantage)
+@pytest.mark.parametrize(("advantage", "history"), [("turn_grpo", "null"), ("gigpo", "null"), ("gigpo", "0")])
+def test_two_gym_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advantage, history):
+    steps = train_gym(hf_server_url, tmp_path, advantage, "gym", f"env.history_turns={history}")
     assert [s["step"] for s in steps] == [1, 2]
     for step in (1, 2):
         for traj in trajectories(tmp_path, step):
-            assert len(traj.turn_rewards) == len(traj.turn_states) == traj.num_generated_turns > 0
+            assert len(traj.turn_rewards) == len(traj.turn_states) == traj.num_turns_in_all_steps() > 0
             assert sum(traj.turn_rewards) == pytest.approx(traj.reward)
+            # without history every turn is a token sequence of its own; with the whole episode, one sequence
+            assert len(traj.step_samples()) == (traj.num_turns_in_all_steps() if history == "0" else 1)
     assert all("train/turn_adv_abs_mean" in s for s in steps)
     assert any(s["train/turn_adv_abs_mean"] > 0 and s["train/rows_trained"] > 0 for s in steps)
     if advantage == "gigpo":  # a group's episodes start from the same seeded state: first turns share an anchor
