@@ -15,9 +15,9 @@ pytestmark = pytest.mark.integration
 
 def train_gym(url, out, advantage, recipe="gym", *overrides):
     args = [
-        *overrides,
         "train",
         f"recipe={recipe}",
+        *overrides,
         f"rollout.urls=[{url}]",
         f"trainer.advantage={advantage}",
         "trainer.steps=2",
