@@ -191,9 +191,10 @@ class Trajectory(BaseModel):
         return 1 + max((i for i in self.turn_index() if i is not None), default=-1)
 
     def step_samples(self) -> list[Trajectory]:
-        """The token sequences that make up the conversation, in order: the earlier step samples that generated
-        anything, then this one (just `[self]` for a conversation that never rewrote its context)."""
-        return [*(s for s in self.earlier_steps if s.num_generated_tokens), self]
+        """The token sequences that make up the conversation and generated anything, in order: the earlier step
+        samples, then this one (just `[self]` for a conversation that never rewrote its context; `[]` when
+        nothing was generated). These are the rows training sees."""
+        return [s for s in [*self.earlier_steps, self] if s.num_generated_tokens]
 
     def num_turns_in_all_steps(self) -> int:
         """Generated turns of every step sample together (one reward each in `turn_rewards`)."""

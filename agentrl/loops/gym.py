@@ -86,6 +86,8 @@ class GymAgentLoop(AgentLoopBase):
                     raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{episode.invalid_in_a_row} invalid actions in a row")
                 if window.turns is None:
                     ctx.add_messages([Message(role="user", content=outcome.text)])
+                elif ctx.trajectory.num_turns >= ctx.budgets.max_turns:  # no prompt-only last step sample
+                    raise StopLoop(StopReason.MAX_TURNS)
                 else:
                     feedback = None if outcome.valid else outcome.text
                     ctx.new_step_sample(window.next_prompt(ctx.trajectory.messages[-1], feedback))

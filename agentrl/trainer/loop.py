@@ -249,7 +249,7 @@ class Trainer:
     def _train_and_sync(self, batch: CollectedBatch) -> dict[str, Any]:
         """One policy step on `batch` and the weight push (runs in a worker thread)."""
         t = self.cfg.trainer
-        trainable = [traj for traj in batch.trajectories if traj.num_generated_tokens > 0]
+        trainable = [traj for traj in batch.trajectories if traj.step_samples()]  # earlier step samples count
         fresh, stale = split_stale(trainable, self.version, t.max_staleness)
         if t.stale_samples == "drop":
             trainable = fresh

@@ -332,3 +332,11 @@ def test_a_history_window_keeps_the_last_turns_and_opens_with_the_instructions(t
     assert third.messages[1] == second.messages[-2] and third.messages[2].content == "DOWN"  # the previous turn
     assert [m.content.count("You are at row") for m in third.messages[1::2]] == [1, 1]
     assert all(check_drift(tokenizer, s).ok for s in traj.step_samples())
+
+
+def test_a_windowed_episode_cut_by_the_turn_budget_ends_on_its_last_reply(tokenizer):
+    env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, history_turns=0)
+    traj = play(tokenizer, FROZEN_LAKE_WIN, env, agent=AgentConfig(name="gym", max_turns=3))
+    assert traj.stop_reason is StopReason.MAX_TURNS and traj.num_turns == 3
+    assert [s.num_generated_turns for s in traj.step_samples()] == [1, 1, 1] and traj.messages[-1].role == "assistant"
+    assert len(traj.turn_rewards) == len(traj.turn_states) == 3

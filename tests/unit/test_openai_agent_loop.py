@@ -17,7 +17,7 @@ from agentrl.loops.drift import check_drift
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.testing import ScriptedPolicy
 from agentrl.trainer.advantages import with_step_samples
-from agentrl.types import Message, Sample, StopReason, Trajectory
+from agentrl.types import Message, Sample, Segment, StopReason, Trajectory
 
 HERE = "tests.unit.test_openai_agent_loop"
 
@@ -115,7 +115,7 @@ def test_a_rewritten_history_trains_every_step_sample_with_one_advantage(tokeniz
     (earlier,) = traj.earlier_steps
     assert earlier.num_generated_tokens > 0 and traj.num_generated_tokens > 0
     assert check_drift(tokenizer, earlier).ok and check_drift(tokenizer, traj).ok
-    plain = Trajectory()
+    plain = Trajectory(segments=[Segment(token_ids=[1], trainable=True)])
     rows, advantages = with_step_samples([plain, traj], torch.tensor([0.5, -1.0]))
     assert rows == [plain, earlier, traj]
     assert advantages.tolist() == [0.5, -1.0, -1.0]
