@@ -148,8 +148,9 @@ class FrozenLakeMoveViewAdapter(FrozenLakeLocalViewAdapter):
     teach it to weigh that word against the move's own clause. Here each move's clause carries all that decides
     it, so the policy to learn is to pick a move whose clause reads "ice, nearer G" (or "goal"), and to step back
     onto ice where none does. Which move that is changes from cell to cell: the model still has to read.
-    Supervised, the 135M model learns that map from this view in 15 steps (35 from the local view); under RL in
-    `recipe=gym` it did not within 20 steps (README, "Gymnasium environments"), so the recipe keeps the local view."""
+    Supervised, the 135M model learns that map from this view in 15 steps (35 from the local view). Under RL,
+    `recipe=gym` uses it with bare-move replies and prompts of the current state alone (`env.history_turns=0`),
+    which reached held-out success 0.84 in 20 steps on two seeds of three (README, "Recipes")."""
 
     task = (
         "You walk on a frozen lake to the goal G. Falling into a hole ends the game. "

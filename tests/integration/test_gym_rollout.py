@@ -44,15 +44,19 @@ def test_gym_recipe_rollout(hf_server_url, default_tokenizer, tmp_path):
             assert traj.metrics["env/steps"] + traj.metrics["env/invalid_actions"] == traj.num_turns
         if traj.stop_reason is StopReason.DONE:
             assert traj.metadata["env"]["terminated"]
-        # The mask covers exactly the model's replies; observations are user turns; tokens re-render exactly.
-        assert sum(s.trainable for s in traj.segments) == traj.num_turns
-        assert all(s.role == "user" for s in traj.segments if not s.trainable)
-        assert all(s.logprobs is not None and s.policy_version is not None for s in traj.segments if s.trainable)
-        assert int(trajectory_to_tensors(traj).response_mask.sum()) == traj.num_generated_tokens
-        report = check_drift(default_tokenizer, traj)
-        assert report.ok or report.kind == "tokenization", str(report)
-        first = traj.messages[0].content
-        assert first.startswith("You walk on a frozen lake to the goal G") and "G is " in first
-        assert first.endswith("Choose one: LEFT, DOWN, RIGHT, UP.")
+        # Each turn is a step sample of its own (env.history_turns=0): the task as the system message and the
+        # current state; the mask covers exactly the model's reply, and tokens re-render exactly.
+        samples = traj.step_samples()
+        assert len(samples) == traj.num_turns == traj.num_turns_in_all_steps()
+        for sample in samples:
+            assert [s.trainable for s in sample.segments] == [False, True]
+            assert sample.segments[0].role == "user" and sample.segments[1].logprobs is not None
+            assert sample.segments[1].policy_version is not None
+            assert int(trajectory_to_tensors(sample).response_mask.sum()) == sample.num_generated_tokens
+            report = check_drift(default_tokenizer, sample)
+            assert report.ok or report.kind == "tokenization", str(report)
+            system, state = sample.messages[:2]
+            assert system.role == "system" and system.content.startswith("You walk on a frozen lake to the goal G")
+            assert "LEFT: " in state.content and state.content.endswith("Choose one: LEFT, DOWN, RIGHT, UP.")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["trajectories"] == 4

@@ -39,7 +39,7 @@ def trajectories(out, step):
         return [Trajectory.from_json(line) for line in f]
 
 
-@pytest.mark.parametrize(("advantage", "history"), [("turn_grpo", "null"), ("gigpo", "null"), ("gigpo", "0")])
+@pytest.mark.parametrize(("advantage", "history"), [("turn_grpo", "0"), ("gigpo", "0"), ("gigpo", "null")])
 def test_two_gym_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advantage, history):
     steps = train_gym(hf_server_url, tmp_path, advantage, "gym", f"env.history_turns={history}")
     assert [s["step"] for s in steps] == [1, 2]

@@ -86,7 +86,8 @@ def test_gym_recipe_resolves_and_its_env_passes_the_check():
     cfg = load_config("gym", [])
     assert cfg.env.entry_point == "agentrl.envs.frozen_lake:FrozenLakeRandomStart"
     assert cfg.env.kwargs == {"is_slippery": False, "distance_reward": 0.1}
-    assert cfg.env.adapter == "agentrl.envs.toy_text:FrozenLakeLocalViewAdapter"
+    assert cfg.env.adapter == "agentrl.envs.toy_text:FrozenLakeMoveViewAdapter"
+    assert cfg.env.history_turns == 0 and cfg.rollout.max_tokens == 3  # the current state only; a bare move
     assert cfg.agent.name == "gym" and cfg.reward.components == []  # the loop's env return is the reward
     assert cfg.trainer.advantage == "gigpo"  # per-turn credit
     report = check_env(cfg.env)
