@@ -32,6 +32,9 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
         "rollout.num_cpus_per_worker=0.5",
         "rollout.n=2",
         "agent.max_turns=6",
+        # a reply cut at max_tokens goes on to the next turn rather than ending the trajectory: six turns to
+        # generate, so the interrupt lands while the trajectories run, not after the 135M model's first cut reply
+        "agent.on_cut_turn=continue",
         f"output_dir={out}",
     ]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, not the module's
