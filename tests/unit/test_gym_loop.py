@@ -259,11 +259,8 @@ def test_loop_built_directly_with_an_env_config(tokenizer):
     assert traj.reward == 1.0
 
 
-EXAMPLE = {"observation": "You are at row 9, column 9.", "reply": "RIGHT"}
-
-
-def test_instructions_as_the_system_message_and_a_few_shot_turn_before_the_first_observation(tokenizer):
-    env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, instructions_role="system", examples=[EXAMPLE])
+def play_after_a_system_message(tokenizer, env: EnvConfig):
+    """The winning replies, for a row whose own prompt is the system message "Be brief."."""
     sample = Sample(prompt=[Message(role="system", content="Be brief.")], extra_info={"seed": 0})
     manager = RolloutManager(
         ScriptedPolicy(tokenizer, FROZEN_LAKE_WIN),
@@ -273,6 +270,15 @@ def test_instructions_as_the_system_message_and_a_few_shot_turn_before_the_first
         run_config=AgentRLConfig(env=env),
     )
     (traj,) = asyncio.run(manager.run([sample]))
+    return traj
+
+
+EXAMPLE = {"observation": "You are at row 9, column 9.", "reply": "RIGHT"}
+
+
+def test_instructions_as_the_system_message_and_a_few_shot_turn_before_the_first_observation(tokenizer):
+    env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, instructions_role="system", examples=[EXAMPLE])
+    traj = play_after_a_system_message(tokenizer, env)
     assert traj.error is None and traj.reward == 1.0 and check_drift(tokenizer, traj).ok
     system, example, shown, first = traj.messages[:4]
     assert system.role == "system" and system.content.startswith("You walk on a frozen lake.")
@@ -316,15 +322,7 @@ def test_without_history_every_turn_is_a_step_sample_of_the_current_state_alone(
 
 def test_a_history_window_keeps_the_last_turns_and_opens_with_the_instructions(tokenizer):
     env = EnvConfig(id="FrozenLake-v1", kwargs=NOT_SLIPPERY, history_turns=1, instructions_role="system")
-    sample = Sample(prompt=[Message(role="system", content="Be brief.")], extra_info={"seed": 0})
-    manager = RolloutManager(
-        ScriptedPolicy(tokenizer, FROZEN_LAKE_WIN),
-        tokenizer,
-        LONG,
-        RolloutConfig(n=1),
-        run_config=AgentRLConfig(env=env),
-    )
-    (traj,) = asyncio.run(manager.run([sample]))
+    traj = play_after_a_system_message(tokenizer, env)
     assert traj.error is None and traj.reward == 1.0 and len(traj.step_samples()) == 6
     second, third = traj.step_samples()[1:3]
     assert [m.role for m in third.messages] == ["system", "user", "assistant", "user", "assistant"]
