@@ -151,7 +151,7 @@ def result_row(traj: Trajectory) -> dict[str, Any]:
         "failed": traj.failed,
         "stop_reason": str(traj.stop_reason),
         "turns": traj.num_turns,
-        "generated_tokens": traj.num_generated_tokens,
+        "generated_tokens": traj.num_generated_tokens_in_all_steps(),
         "error": traj.error,
         "trajectory_id": traj.id,
         "timings": {k: round(v, 3) for k, v in traj.timings.items()},

@@ -96,6 +96,6 @@ def summarize(trajectories: list[Trajectory], wall_s: float) -> dict[str, object
         "stop_reasons": dict(Counter(str(t.stop_reason) for t in trajectories)),
         "failed": sum(t.failed for t in trajectories),
         "mean_turns": sum(t.num_turns for t in trajectories) / n,
-        "generated_tokens": sum(t.num_generated_tokens for t in trajectories),
+        "generated_tokens": sum(t.num_generated_tokens_in_all_steps() for t in trajectories),
         "wall_s": round(wall_s, 2),
     }

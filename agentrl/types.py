@@ -200,6 +200,10 @@ class Trajectory(BaseModel):
         """Generated turns of every step sample together (one reward each in `turn_rewards`)."""
         return sum(s.num_generated_turns for s in self.step_samples())
 
+    def num_generated_tokens_in_all_steps(self) -> int:
+        """Generated tokens of every step sample together: the reply length of the whole conversation."""
+        return sum(s.num_generated_tokens for s in self.step_samples())
+
     def append(self, segment: Segment) -> None:
         """Append a segment; segments are never edited once appended."""
         self.segments.append(segment)

@@ -89,7 +89,8 @@ def _derive(result: RunSeries, by_step: dict[int, list[Trajectory]]) -> None:
         result.num_trajectories += len(trajectories)
         result.stop_reasons[step] = Counter(str(t.stop_reason or "none") for t in trajectories)
         derived["rollout/reward_mean"].append((step, _mean([t.reward or 0.0 for t in trajectories])))
-        derived["rollout/response_tokens_mean"].append((step, _mean([t.num_generated_tokens for t in trajectories])))
+        lengths = [t.num_generated_tokens_in_all_steps() for t in trajectories]
+        derived["rollout/response_tokens_mean"].append((step, _mean(lengths)))
         derived["rollout/turns_mean"].append((step, _mean([t.num_turns for t in trajectories])))
         for name in sorted({c for t in trajectories for c in t.reward_components}):
             scores = [t.reward_components[name] for t in trajectories if name in t.reward_components]

@@ -15,7 +15,7 @@ def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[st
         return {"rollout/trajectories": 0.0}
     scored = [t for t in trajectories if t.reward is not None] or trajectories
     rewards = [t.reward or 0.0 for t in scored]
-    lengths = [t.num_generated_tokens for t in trajectories]
+    lengths = [t.num_generated_tokens_in_all_steps() for t in trajectories]
     out = {
         "rollout/trajectories": float(len(trajectories)),
         "rollout/reward_mean": statistics.fmean(rewards),

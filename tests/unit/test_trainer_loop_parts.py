@@ -135,6 +135,14 @@ def test_rollout_metrics_names_and_values():
     }
 
 
+def test_response_length_counts_every_step_sample_of_a_windowed_trajectory():
+    windowed = traj_with_versions(0, reward=1.0)
+    windowed.earlier_steps = [traj_with_versions(0), traj_with_versions(0, 0)]  # 2 + 4 tokens before the last 2
+    assert windowed.num_generated_tokens_in_all_steps() == 8
+    m = rollout_metrics([windowed, traj_with_versions(0)], rollout_s=1.0)
+    assert m["rollout/response_tokens_mean"] == 5.0 and m["rollout/response_tokens_max"] == 8.0
+
+
 def test_checkpoints_are_complete_or_invisible_and_only_the_last_two_stay(tmp_path):
     def engine_saver(folder):
         (folder / "weights.bin").write_bytes(b"w")

@@ -259,3 +259,23 @@ def test_serve_serves_the_page_on_localhost(sample_run, tokenizer):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_earlier_step_samples_are_shown_in_order_before_the_last(tmp_path):
+    def sample(move: str) -> Trajectory:
+        return Trajectory(
+            messages=[Message(role="user", content=f"state before {move}"), Message(role="assistant", content=move)],
+            segments=[Segment(token_ids=[1, 2], trainable=False), Segment(token_ids=[3, 4, 5], trainable=True)],
+        )
+
+    windowed = sample("UP").model_copy(
+        update={"id": "windowed", "reward": 1.0, "earlier_steps": [sample("LEFT"), sample("DOWN")]}
+    )
+    (tmp_path / "trajectories.jsonl").write_text(windowed.to_json() + "\n")
+
+    (view,) = page_data(build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None))["trajs"]
+    earlier = [s["messages"][-1]["parts"][0]["text"] for s in view["earlier_steps"]]
+    assert earlier == ["LEFT", "DOWN"]
+    assert view["messages"][-1]["parts"][0]["text"] == "UP"
+    assert [seg["ids"] for seg in view["earlier_steps"][0]["segments"]] == [[1, 2], [3, 4, 5]]
+    assert view["num_generated"] == 9  # every step sample's reply, not only the last one's

@@ -301,9 +301,9 @@
     return node;
   }
 
-  function tokenSection(t) {
-    const view = el("div", { class: "token-view" + (state.colorBy === "logprob" ? " by-logprob" : ""), id: "token-view" });
-    for (const seg of t.segments) {
+  function tokenView(segments, id) {
+    const view = el("div", { class: "token-view" + (state.colorBy === "logprob" ? " by-logprob" : ""), id });
+    for (const seg of segments) {
       const segNode = el("span", {
         class: "seg " + (seg.trainable ? "seg-trainable" : "seg-context"),
         data: { role: seg.role },
@@ -311,6 +311,32 @@
       for (let k = 0; k < seg.ids.length; k++) segNode.append(tokenNode(seg, k));
       view.append(segNode);
     }
+    return view;
+  }
+
+  // Earlier step samples (the loop rewrote its context after each), in order, before the last one.
+  function earlierStepSections(t) {
+    const earlier = t.earlier_steps || [];
+    const total = earlier.length + 1;
+    return earlier.map((sample, k) =>
+      el(
+        "section",
+        { class: "step-sample", data: { sample: k + 1 } },
+        el("h3", { text: `Step sample ${k + 1} of ${total}: conversation (${sample.messages.length} messages)` }),
+        el("div", { class: "conversation" }, sample.messages.map(messageNode)),
+        el("h3", { text: `Step sample ${k + 1} of ${total}: tokens (${sample.segments.length} segments)` }),
+        tokenView(sample.segments, `token-view-${k + 1}`)
+      )
+    );
+  }
+
+  function lastSampleLabel(t) {
+    const n = (t.earlier_steps || []).length + 1;
+    return n > 1 ? `Step sample ${n} of ${n}: ` : "";
+  }
+
+  function tokenSection(t) {
+    const view = tokenView(t.segments, "token-view");
     const colorBy = el(
       "select",
       { id: "color-by", on: { change: (e) => { state.colorBy = e.target.value; renderDetail(t); } } },
@@ -352,9 +378,10 @@
       rewardTable(t),
       el("h3", { text: "Timings (s)" }),
       kvTable("timings", t.timings),
-      el("h3", { text: `Conversation (${t.messages.length} messages)` }),
+      ...earlierStepSections(t),
+      el("h3", { text: `${lastSampleLabel(t)}Conversation (${t.messages.length} messages)` }),
       el("div", { id: "conversation" }, t.messages.map(messageNode)),
-      el("h3", { text: `Tokens (${t.segments.length} segments)` }),
+      el("h3", { text: `${lastSampleLabel(t)}Tokens (${t.segments.length} segments)` }),
       tokenSection(t),
       el("h3", { text: "Trajectory metrics" }),
       kvTable("traj-metrics", t.metrics),
