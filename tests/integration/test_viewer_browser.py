@@ -179,3 +179,24 @@ def test_served_page_works_like_the_file(browser, sample):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_windowed_trajectory_shows_each_step_sample_in_order(browser, tmp_path):
+    from agentrl.types import Message, Segment, Trajectory
+
+    def sample(move: str) -> Trajectory:
+        messages = [Message(role="user", content=f"state before {move}"), Message(role="assistant", content=move)]
+        segments = [Segment(token_ids=[1, 2], trainable=False), Segment(token_ids=[3], trainable=True)]
+        return Trajectory(messages=messages, segments=segments)
+
+    windowed = sample("UP").model_copy(update={"id": "windowed", "earlier_steps": [sample("LEFT"), sample("DOWN")]})
+    (tmp_path / "trajectories.jsonl").write_text(windowed.to_json() + "\n")
+    open_page(browser, build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None).as_uri(), "windowed")
+
+    body = ".msg-assistant .msg-body"
+    replies = texts(browser, f".step-sample {body}") + texts(browser, f"#conversation {body}")
+    assert [r.strip().split()[-1] for r in replies] == ["LEFT", "DOWN", "UP"]
+    headings = texts(browser, "article.trajectory h3")
+    assert "Step sample 1 of 3: conversation (2 messages)" in headings
+    assert "Step sample 3 of 3: conversation (2 messages)" in headings
+    assert len(texts(browser, "#token-view-2 .tok")) == 3

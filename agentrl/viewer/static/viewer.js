@@ -330,9 +330,10 @@
     );
   }
 
-  function lastSampleLabel(t) {
+  // "Conversation (…)", or "Step sample 3 of 3: conversation (…)" after earlier step samples
+  function lastSampleHeading(t, what) {
     const n = (t.earlier_steps || []).length + 1;
-    return n > 1 ? `Step sample ${n} of ${n}: ` : "";
+    return n > 1 ? `Step sample ${n} of ${n}: ${what}` : what.charAt(0).toUpperCase() + what.slice(1);
   }
 
   function tokenSection(t) {
@@ -379,9 +380,9 @@
       el("h3", { text: "Timings (s)" }),
       kvTable("timings", t.timings),
       ...earlierStepSections(t),
-      el("h3", { text: `${lastSampleLabel(t)}Conversation (${t.messages.length} messages)` }),
+      el("h3", { text: lastSampleHeading(t, `conversation (${t.messages.length} messages)`) }),
       el("div", { id: "conversation" }, t.messages.map(messageNode)),
-      el("h3", { text: `${lastSampleLabel(t)}Tokens (${t.segments.length} segments)` }),
+      el("h3", { text: lastSampleHeading(t, `tokens (${t.segments.length} segments)`) }),
       tokenSection(t),
       el("h3", { text: "Trajectory metrics" }),
       kvTable("traj-metrics", t.metrics),
