@@ -150,7 +150,7 @@ class FrozenLakeMoveViewAdapter(FrozenLakeLocalViewAdapter):
     onto ice where none does. Which move that is changes from cell to cell: the model still has to read.
     Supervised, the 135M model learns that map from this view in 15 steps (35 from the local view). Under RL,
     `recipe=gym` uses it with bare-move replies and prompts of the current state alone (`env.history_turns=0`),
-    which reached held-out success 0.84 in 20 steps on two seeds of three (README, "Recipes")."""
+    which holds held-out success at 0.72-0.84 over steps 16-24 on two seeds of three (README, "Recipes")."""
 
     task = (
         "You walk on a frozen lake to the goal G. Falling into a hole ends the game. "
