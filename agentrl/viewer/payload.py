@@ -82,15 +82,14 @@ def trajectory_view(
         "drift": drift_of(traj),
         "num_tokens": traj.num_tokens,
         "num_generated": traj.num_generated_tokens_in_all_steps(),
-        "messages": [message_view(m, run.path, page_dir) for m in traj.messages],
-        "segments": [_segment_view(s, decoder) for s in traj.segments],
+        **_step_sample_view(traj, run, decoder, page_dir),
         "earlier_steps": [_step_sample_view(s, run, decoder, page_dir) for s in traj.earlier_steps],
     }
 
 
 def _step_sample_view(sample: Trajectory, run: RunData, decoder: TokenDecoder | None, page_dir: Path) -> dict:
-    """An earlier step sample (the loop rewrote its context after it, e.g. a gym history window): its own
-    messages and token segments, shown before the trajectory's last sample."""
+    """One step sample's messages and token segments: the trajectory's own (its last sample), or an earlier one
+    (the loop rewrote its context after it, e.g. a gym history window), shown before the last."""
     return {
         "messages": [message_view(m, run.path, page_dir) for m in sample.messages],
         "segments": [_segment_view(s, decoder) for s in sample.segments],

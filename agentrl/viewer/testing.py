@@ -154,3 +154,18 @@ def _write(path: Path, trajectories: list[Trajectory]) -> None:
             f.write(lines)
     else:
         path.write_text(lines, encoding="utf-8")
+
+
+def windowed_trajectory(moves: list[str]) -> Trajectory:
+    """A trajectory whose loop rewrote its context before each reply (a gym history window): one step sample per
+    move, each a 2-token prompt `state before <move>` and the 3-token reply `<move>`; the last move's sample is
+    the trajectory itself, the others are its `earlier_steps`."""
+
+    def sample(move: str) -> Trajectory:
+        return Trajectory(
+            messages=[Message(role="user", content=f"state before {move}"), Message(role="assistant", content=move)],
+            segments=[Segment(token_ids=[1, 2], trainable=False), Segment(token_ids=[3, 4, 5], trainable=True)],
+        )
+
+    *earlier, last = [sample(move) for move in moves]
+    return last.model_copy(update={"id": "windowed", "earlier_steps": earlier})

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from agentrl.viewer import build_viewer, make_server
-from agentrl.viewer.testing import DETAIL_LOG, FINAL_ANSWER, TOOL_OUTPUT, write_sample_run
+from agentrl.viewer.testing import DETAIL_LOG, FINAL_ANSWER, TOOL_OUTPUT, windowed_trajectory, write_sample_run
 
 pytestmark = pytest.mark.integration
 
@@ -182,14 +182,7 @@ def test_served_page_works_like_the_file(browser, sample):
 
 
 def test_windowed_trajectory_shows_each_step_sample_in_order(browser, tmp_path):
-    from agentrl.types import Message, Segment, Trajectory
-
-    def sample(move: str) -> Trajectory:
-        messages = [Message(role="user", content=f"state before {move}"), Message(role="assistant", content=move)]
-        segments = [Segment(token_ids=[1, 2], trainable=False), Segment(token_ids=[3], trainable=True)]
-        return Trajectory(messages=messages, segments=segments)
-
-    windowed = sample("UP").model_copy(update={"id": "windowed", "earlier_steps": [sample("LEFT"), sample("DOWN")]})
+    windowed = windowed_trajectory(["LEFT", "DOWN", "UP"])
     (tmp_path / "trajectories.jsonl").write_text(windowed.to_json() + "\n")
     open_page(browser, build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None).as_uri(), "windowed")
 
@@ -199,4 +192,4 @@ def test_windowed_trajectory_shows_each_step_sample_in_order(browser, tmp_path):
     headings = texts(browser, "article.trajectory h3")
     assert "Step sample 1 of 3: conversation (2 messages)" in headings
     assert "Step sample 3 of 3: conversation (2 messages)" in headings
-    assert len(texts(browser, "#token-view-2 .tok")) == 3
+    assert len(texts(browser, "#token-view-2 .tok")) == 5  # the second sample's prompt and reply

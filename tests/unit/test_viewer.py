@@ -15,7 +15,7 @@ from agentrl.viewer.messages import MAX_INLINE_IMAGE_BYTES, message_view
 from agentrl.viewer.page import DATA_ELEMENT_ID, embed_json
 from agentrl.viewer.payload import drift_of
 from agentrl.viewer.runs import load_runs
-from agentrl.viewer.testing import PIXEL_PNG, TOOL_OUTPUT, write_sample_run
+from agentrl.viewer.testing import PIXEL_PNG, TOOL_OUTPUT, windowed_trajectory, write_sample_run
 from agentrl.viewer.tokens import tokenizer_fits
 
 
@@ -262,15 +262,7 @@ def test_serve_serves_the_page_on_localhost(sample_run, tokenizer):
 
 
 def test_earlier_step_samples_are_shown_in_order_before_the_last(tmp_path):
-    def sample(move: str) -> Trajectory:
-        return Trajectory(
-            messages=[Message(role="user", content=f"state before {move}"), Message(role="assistant", content=move)],
-            segments=[Segment(token_ids=[1, 2], trainable=False), Segment(token_ids=[3, 4, 5], trainable=True)],
-        )
-
-    windowed = sample("UP").model_copy(
-        update={"id": "windowed", "reward": 1.0, "earlier_steps": [sample("LEFT"), sample("DOWN")]}
-    )
+    windowed = windowed_trajectory(["LEFT", "DOWN", "UP"])
     (tmp_path / "trajectories.jsonl").write_text(windowed.to_json() + "\n")
 
     (view,) = page_data(build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None))["trajs"]
