@@ -17,6 +17,9 @@ outscores an episode that goes round the hole and runs out of steps, and group-r
 `hole_reward=-1` makes falling into a hole cost something: FrozenLake's own reward for it is 0, the same as
 wandering until the step limit, and with distance shaping a fall toward the goal even earns +c, so a per-turn
 estimator would see the fatal step as a good one.
+`step_reward=-c` is added to every step: with potential-based shaping and undiscounted returns, a move into the
+edge of the lake (the agent stays put) and the same walk one step later score alike, so nothing teaches a policy
+not to bump; a step cost makes every wasted move cost c.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
     Args:
         distance_reward: shaping per step of Manhattan distance gained toward the goal (0: none).
         hole_reward: added to the reward of the step that falls into a hole (FrozenLake's own: 0).
+        step_reward: added to the reward of every step (a negative one is a cost per move; 0: none).
         fall_forfeits_shaping: the step that falls into a hole takes back the shaping the episode earned.
         **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
     """
@@ -42,6 +46,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         distance_reward: float = 0.0,
         hole_reward: float = 0.0,
         fall_forfeits_shaping: bool = False,
+        step_reward: float = 0.0,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -50,6 +55,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         self.distance_reward = float(distance_reward)
         self.hole_reward = float(hole_reward)
         self.fall_forfeits_shaping = bool(fall_forfeits_shaping)
+        self.step_reward = float(step_reward)
         goals = np.argwhere(self.desc == b"G")
         cells = np.indices(self.desc.shape).reshape(2, -1).T
         self._distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
@@ -69,4 +75,4 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
             reward = float(reward) + self.distance_reward * float(before - self._distance[int(obs)])
         if fell:
             reward = float(reward) + self.hole_reward
-        return obs, reward, terminated, truncated, info
+        return obs, float(reward) + self.step_reward, terminated, truncated, info

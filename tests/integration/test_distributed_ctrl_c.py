@@ -69,17 +69,22 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
             os.kill(int(pid), signal.SIGKILL)
     assert proc.returncode != 0, output()
     assert not ours(), "sandbox containers left behind"
-    workers = subprocess.run(["pgrep", "-f", "RolloutWorker"], capture_output=True, text=True).stdout.split()
+    # a worker process exits shortly after its raylet does: give it the same grace as the Ray processes
+    workers = wait_for_exit(processes_matching("RolloutWorker"), timeout_s=30)
     assert not workers, f"rollout worker processes left: {workers}"
     assert not ray_left, f"the CLI's Ray processes were left running: {ray_left}"
 
 
 def ray_processes() -> set[str]:
     """Pids of the Ray head processes on this machine (GCS server and raylet)."""
+    return processes_matching("gcs_server|raylet")
+
+
+def processes_matching(pattern: str) -> set[str]:
+    """Pids of the processes whose command line matches `pattern` (pgrep -f)."""
     import subprocess
 
-    found = subprocess.run(["pgrep", "-f", "gcs_server|raylet"], capture_output=True, text=True).stdout
-    return set(found.split())
+    return set(subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split())
 
 
 def wait_for_exit(pids: set[str], timeout_s: float) -> set[str]:
