@@ -17,9 +17,11 @@ outscores an episode that goes round the hole and runs out of steps, and group-r
 `hole_reward=-1` makes falling into a hole cost something: FrozenLake's own reward for it is 0, the same as
 wandering until the step limit, and with distance shaping a fall toward the goal even earns +c, so a per-turn
 estimator would see the fatal step as a good one.
-`step_reward=-c` is added to every step: with potential-based shaping and undiscounted returns, a move into the
-edge of the lake (the agent stays put) and the same walk one step later score alike, so nothing teaches a policy
-not to bump; a step cost makes every wasted move cost c.
+`bump_reward=-c` is added to a move into the edge of the lake (the agent stays where it was). With potential-based
+shaping and undiscounted returns such a move is free: bumping and then walking to G scores the same as walking
+to G at once, so a per-turn estimator cannot tell the bump from the good move, and a greedy policy that bumps
+repeats the bump until the episode's step limit. A cost on every step would do the same, but it also makes
+ending the episode at once with an invalid reply the cheapest thing to do.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
     Args:
         distance_reward: shaping per step of Manhattan distance gained toward the goal (0: none).
         hole_reward: added to the reward of the step that falls into a hole (FrozenLake's own: 0).
-        step_reward: added to the reward of every step (a negative one is a cost per move; 0: none).
+        bump_reward: added to the reward of a move that leaves the agent where it was (into the lake's edge).
         fall_forfeits_shaping: the step that falls into a hole takes back the shaping the episode earned.
         **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
     """
@@ -46,7 +48,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         distance_reward: float = 0.0,
         hole_reward: float = 0.0,
         fall_forfeits_shaping: bool = False,
-        step_reward: float = 0.0,
+        bump_reward: float = 0.0,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -55,7 +57,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         self.distance_reward = float(distance_reward)
         self.hole_reward = float(hole_reward)
         self.fall_forfeits_shaping = bool(fall_forfeits_shaping)
-        self.step_reward = float(step_reward)
+        self.bump_reward = float(bump_reward)
         goals = np.argwhere(self.desc == b"G")
         cells = np.indices(self.desc.shape).reshape(2, -1).T
         self._distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
@@ -66,7 +68,8 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         return obs, info
 
     def step(self, action: int) -> tuple[int, float, bool, bool, dict[str, Any]]:
-        before = self._distance[int(self.s)]
+        here = int(self.s)
+        before = self._distance[here]
         obs, reward, terminated, truncated, info = super().step(action)
         fell = terminated and self.desc.flat[int(obs)] == b"H"
         if fell and self.fall_forfeits_shaping:  # the episode's shaping sums to 0
@@ -75,4 +78,6 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
             reward = float(reward) + self.distance_reward * float(before - self._distance[int(obs)])
         if fell:
             reward = float(reward) + self.hole_reward
-        return obs, float(reward) + self.step_reward, terminated, truncated, info
+        if int(obs) == here:
+            reward = float(reward) + self.bump_reward
+        return obs, float(reward), terminated, truncated, info

@@ -128,12 +128,14 @@ def test_hole_reward_is_added_to_the_fatal_step_only(tokenizer):
     assert hole.reward == pytest.approx(0.2 - 1.0) and hole.metrics["env/success"] == 0.0
 
 
-def test_step_reward_is_added_to_every_step_so_an_edge_bump_costs_something():
-    kwargs = {**NOT_SLIPPERY, "distance_reward": 0.1, "step_reward": -0.05}
+def test_bump_reward_is_added_to_a_move_into_the_edge_only():
+    kwargs = {**NOT_SLIPPERY, "distance_reward": 0.1, "bump_reward": -0.1}
     env = EnvConfig(entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart", kwargs=kwargs, max_steps=8)
-    # from row 3, column 2: LEFT (away from G), then LEFT into the edge (the agent stays put)
-    assert [round(r, 2) for r in _step_rewards(env, [0, 0])] == [-0.15, -0.05]
-    assert [round(r, 2) for r in _step_rewards(env, [1, 3, 1, 2, 2])] == [0.05, -0.15, 0.05, 0.05, 1.05]
+    # from row 3, column 2: LEFT (away from G), LEFT into the edge (the agent stays put), DOWN into a hole (no bump)
+    assert [round(r, 2) for r in _step_rewards(env, [0, 0, 1])] == [-0.1, -0.1, 0.1]
+    assert [round(r, 2) for r in _step_rewards(env, [1, 3, 1, 2, 2])] == [0.1, -0.1, 0.1, 0.1, 1.1]
+    # row 4, column 3 (left of G): DOWN into the edge, then RIGHT onto G
+    assert [round(r, 2) for r in _step_rewards(env, [1, 2, 1, 2])] == [0.1, 0.1, -0.1, 1.1]
 
 
 def test_a_fall_can_forfeit_the_shaping_its_episode_earned(tokenizer):
