@@ -21,7 +21,9 @@ estimator would see the fatal step as a good one.
 shaping and undiscounted returns such a move is free: bumping and then walking to G scores the same as walking
 to G at once, so a per-turn estimator cannot tell the bump from the good move, and a greedy policy that bumps
 repeats the bump until the episode's step limit. A cost on every step would do the same, but it also makes
-ending the episode at once with an invalid reply the cheapest thing to do.
+ending the episode at once with an invalid reply the cheapest thing to do. `bump_ends_episode=True` ends the
+episode on such a move instead (with `bump_reward` as its reward): a policy that reads only the current state and
+answers greedily repeats a bump forever anyway, so this makes training score a bump as evaluation does.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         distance_reward: shaping per step of Manhattan distance gained toward the goal (0: none).
         hole_reward: added to the reward of the step that falls into a hole (FrozenLake's own: 0).
         bump_reward: added to the reward of a move that leaves the agent where it was (into the lake's edge).
+        bump_ends_episode: such a move also ends the episode (terminated, not a success).
         fall_forfeits_shaping: the step that falls into a hole takes back the shaping the episode earned.
         **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
     """
@@ -49,6 +52,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         hole_reward: float = 0.0,
         fall_forfeits_shaping: bool = False,
         bump_reward: float = 0.0,
+        bump_ends_episode: bool = False,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -58,6 +62,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         self.hole_reward = float(hole_reward)
         self.fall_forfeits_shaping = bool(fall_forfeits_shaping)
         self.bump_reward = float(bump_reward)
+        self.bump_ends_episode = bool(bump_ends_episode)
         goals = np.argwhere(self.desc == b"G")
         cells = np.indices(self.desc.shape).reshape(2, -1).T
         self._distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
@@ -80,4 +85,5 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
             reward = float(reward) + self.hole_reward
         if int(obs) == here:
             reward = float(reward) + self.bump_reward
+            terminated = terminated or self.bump_ends_episode
         return obs, float(reward), terminated, truncated, info

@@ -138,6 +138,19 @@ def test_bump_reward_is_added_to_a_move_into_the_edge_only():
     assert [round(r, 2) for r in _step_rewards(env, [1, 2, 1, 2])] == [0.1, 0.1, -0.1, 1.1]
 
 
+def test_a_bump_can_end_the_episode(tokenizer):
+    from tests.unit.test_gym_loop import play
+
+    kwargs = {**NOT_SLIPPERY, "distance_reward": 0.1, "bump_reward": -0.1, "bump_ends_episode": True}
+    env = EnvConfig(entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart", kwargs=kwargs, max_steps=8)
+    game = make_env(env)
+    game.reset(seed=0)  # row 3, column 2
+    assert game.step(0)[1:3] == (pytest.approx(-0.1), False)  # LEFT, away from G: the episode goes on
+    assert game.step(0)[1:3] == (pytest.approx(-0.1), True)  # LEFT into the edge: it ends
+    bump = play(tokenizer, ["LEFT", "LEFT", "RIGHT"], env)
+    assert bump.num_turns == 2 and bump.reward == pytest.approx(-0.2) and bump.metrics["env/success"] == 0.0
+
+
 def test_a_fall_can_forfeit_the_shaping_its_episode_earned(tokenizer):
     from tests.unit.test_gym_loop import play
 
