@@ -20,10 +20,11 @@ estimator would see the fatal step as a good one.
 `bump_reward=-c` is added to a move into the edge of the lake (the agent stays where it was). With potential-based
 shaping and undiscounted returns such a move is free: bumping and then walking to G scores the same as walking
 to G at once, so a per-turn estimator cannot tell the bump from the good move, and a greedy policy that bumps
-repeats the bump until the episode's step limit. A cost on every step would do the same, but it also makes
-ending the episode at once with an invalid reply the cheapest thing to do. `bump_ends_episode=True` ends the
-episode on such a move instead (with `bump_reward` as its reward): a policy that reads only the current state and
-answers greedily repeats a bump forever anyway, so this makes training score a bump as evaluation does.
+repeats the bump until the episode's step limit. `bump_ends_episode=True` also ends the episode on such a move:
+a policy that reads only the current state and answers greedily repeats a bump forever anyway, so this scores a
+bump in training as evaluation does. Like any cost on valid moves, `bump_reward` can make an invalid reply
+(which ends the episode) look cheaper to a policy that has not yet learned to succeed; `recipe=gym` uses neither
+(README, "Recipes", for what each did there).
 """
 
 from __future__ import annotations
