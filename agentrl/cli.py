@@ -8,6 +8,7 @@ a server, sandbox or weight sync that broke) and bugs keep their traceback and e
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import sys
@@ -160,7 +161,21 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
+    """Raise `Terminated`; inside a running event loop, from the loop's next callback instead of here.
+
+    A signal handler runs between any two bytecodes of the main thread, finalizers included. An exception it raises
+    inside a `__del__` (an asyncio transport's, say) is printed as "Exception ignored" and lost, and the process
+    served on after SIGTERM (seen with `agentrl gateway` on a GPU machine). Raised from a loop callback, it always
+    leaves `asyncio.run`, which then cancels the tasks and runs their cleanup."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise Terminated from None
+    loop.call_soon_threadsafe(_raise, Terminated)
+
+
+def _raise(exc: type[BaseException]) -> None:
+    raise exc
 
 
 def _stop_cleanly_on_sigterm() -> None:

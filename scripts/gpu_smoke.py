@@ -11,6 +11,11 @@ Checks, each reported PASS/FAIL with its error (a JSON summary lands in `--out/g
 
 `--tokenizer` is a folder with the default model's tokenizer files (tokenizer.json, tokenizer_config.json and its
 chat template), so the prompts are rendered as in a real run; the weights are random and tiny.
+
+It runs from the repository root without installing agentrl (`PYTHONPATH=.`): beside torch and transformers it
+imports pydantic, omegaconf, fastapi, uvicorn, aiohttp, httpx and gymnasium, but not Ray, Docker, litellm or
+swebench. A gateway that does not stop within 30 s of SIGTERM fails its check, with its threads' stacks in
+`gateway.log`.
 """
 
 from __future__ import annotations
@@ -146,8 +151,18 @@ def agentrl(args: list[str], log: Path, timeout_s: float = 420.0) -> None:
         raise RuntimeError(f"agentrl {args[0]} exited with {done.returncode}:\n{tail}")
 
 
+def two_steps(run: Path) -> dict[str, Any]:
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2], steps
+    assert any(s.get("train/grad_norm", 0.0) > 0 for s in steps), "no step made an update"
+    keys = ("train/loss", "train/grad_norm", "rollout/failed", "train/rollout_logprob_abs_diff", "perf/weight_sync_s")
+    keys += ("rollout/turns_mean",)
+    return {f"step{s['step']}": {k: s.get(k) for k in keys} for s in steps}
+
+
 def check_training(model: Path, out: Path, mode: str) -> dict[str, Any]:
     run = out / f"train_{mode}"
+    shutil.rmtree(run, ignore_errors=True)
     args = ["train", "recipe=quickstart", f"model={model}", "trainer.steps=2", "data.eval_files=[]"]
     args += ["data.batch_size=2", "rollout.n=4", "rollout.max_tokens=16", f"output_dir={run}"]
     # random weights never echo the word: reward the reply's length instead, so each group has variance and
@@ -156,11 +171,21 @@ def check_training(model: Path, out: Path, mode: str) -> dict[str, Any]:
     if mode == "fully_async":
         args += ["trainer.mode=fully_async", "rollout.weight_update=resume"]
     agentrl(args, out / f"train_{mode}.log")
-    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == [1, 2], steps
-    assert any(s.get("train/grad_norm", 0.0) > 0 for s in steps), "no step made an update"
-    keys = ("train/loss", "train/grad_norm", "rollout/failed", "train/rollout_logprob_abs_diff", "perf/weight_sync_s")
-    return {f"step{s['step']}": {k: s.get(k) for k in keys} for s in steps}
+    return two_steps(run)
+
+
+def check_gym(model: Path, out: Path, estimator: str) -> dict[str, Any]:
+    run = out / f"gym_{estimator}"
+    shutil.rmtree(run, ignore_errors=True)
+    args = ["train", "recipe=gym", f"model={model}", "trainer.steps=2", f"trainer.advantage={estimator}"]
+    args += ["trainer.eval_every=0", "data.batch_size=2", "rollout.n=8", f"output_dir={run}"]
+    # random weights never name a move, so every episode ends invalid on its first turn with the same reward: a
+    # reply with an "e" in it scores too, so groups differ and each step updates
+    args += ["reward.components=[{name: has_e, type: format, pattern: '(?s).*e.*'}]"]
+    agentrl(args, out / f"gym_{estimator}.log")
+    result = two_steps(run)
+    assert all(step["rollout/turns_mean"] for step in result.values()), result
+    return result
 
 
 def check_gateway(model: Path, out: Path) -> dict[str, Any]:
@@ -170,8 +195,10 @@ def check_gateway(model: Path, out: Path) -> dict[str, Any]:
     run = out / "gateway_run"
     cmd = [sys.executable, "-c", "import sys; from agentrl.cli import main; sys.exit(main())", "gateway"]
     cmd += ["recipe=quickstart", f"model={model}", f"gateway.port={port}", f"output_dir={run}"]
+    # a gateway that does not stop on SIGTERM is sent SIGABRT, and faulthandler writes every thread's stack
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     with open(out / "gateway.log", "w") as log:
-        gateway = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        gateway = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
         try:
             wait_http(f"http://127.0.0.1:{port}/v1/models", gateway, timeout_s=240)
             body = {"model": "policy", "messages": [{"role": "user", "content": "Echo: kettle"}], "max_tokens": 8}
@@ -179,10 +206,29 @@ def check_gateway(model: Path, out: Path) -> dict[str, Any]:
             answer.raise_for_status()
             closed = httpx.post(f"http://127.0.0.1:{port}/s/smoke/close", timeout=30).json()
             assert closed["calls"] == 1, closed
-            return {"reply": answer.json()["choices"][0]["message"]["content"], "closed": closed}
+            result = {"reply": answer.json()["choices"][0]["message"]["content"], "closed": closed}
         finally:
-            gateway.terminate()
-            gateway.wait(60)
+            exit_s = stop_or_dump(gateway, out / "gateway_processes.txt")
+    assert exit_s is not None, "the gateway did not exit within 30 s of SIGTERM (stacks in gateway.log)"
+    return {**result, "exit_s": exit_s}
+
+
+def stop_or_dump(process: subprocess.Popen[bytes], ps_file: Path, grace_s: float = 30.0) -> float | None:
+    """SIGTERM, then the seconds it took to exit; None if it did not (its process tree is saved, then SIGABRT)."""
+    started = time.monotonic()
+    process.terminate()
+    try:
+        process.wait(grace_s)
+        return round(time.monotonic() - started, 1)
+    except subprocess.TimeoutExpired:
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,args"], capture_output=True, text=True)
+        ps_file.write_text(ps.stdout)
+        process.send_signal(6)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        return None
 
 
 def main() -> int:
@@ -200,6 +246,8 @@ def main() -> int:
         "policy_engine_world_1": lambda: check_policy_engine(model, args.device),
         "train_sync_2_steps": lambda: check_training(model, args.out, "sync"),
         "train_fully_async_2_steps": lambda: check_training(model, args.out, "fully_async"),
+        "gym_gigpo_2_steps": lambda: check_gym(model, args.out, "gigpo"),
+        "gym_turn_grpo_2_steps": lambda: check_gym(model, args.out, "turn_grpo"),
         "gateway_chat": lambda: check_gateway(model, args.out),
     }
     results: dict[str, Any] = {}

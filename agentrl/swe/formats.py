@@ -55,7 +55,9 @@ def detect(row: dict[str, Any]) -> str | None:
         return "r2e-gym"
     if "image_name" in row and "test_patch" not in row:
         return "swe-smith"
-    if all(c in row for c in swe_bench_columns()):
+    # instance_id first: a row without it is not SWE-bench's, and the official package (slow to import, and absent
+    # where agentrl runs without the SWE extras) need not load for every row of every other dataset
+    if "instance_id" in row and all(c in row for c in swe_bench_columns()):
         return "swe-bench"
     return None
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
+
+from agentrl.cli import Terminated, _raise_terminated
 
 # `train` is replaced by one that starts a server process and waits, as the real one does while training.
 SCRIPT = textwrap.dedent(
@@ -50,3 +55,30 @@ def test_sigterm_stops_the_servers_train_started_and_exits_143():
         assert not _alive(server_pid), "the server outlived agentrl train"
     finally:
         proc.kill()
+
+
+def test_sigterm_landing_in_a_finalizer_still_stops_the_event_loop():
+    """A signal handler can run inside any `__del__`, where a raised exception is only printed; the handler must
+    stop `asyncio.run` all the same (the gateway once served on after SIGTERM that way)."""
+
+    class Finalized:
+        def __del__(self) -> None:
+            _raise_terminated(signal.SIGTERM, None)
+
+    cleaned_up = []
+
+    async def serve() -> None:
+        Finalized()  # dropped at once: its __del__ runs here, as a signal handler might
+        try:
+            await asyncio.sleep(5)
+        finally:
+            cleaned_up.append(True)
+
+    with pytest.raises(Terminated):  # lost in the finalizer, the sleep would end and nothing be raised
+        asyncio.run(serve())
+    assert cleaned_up == [True]
+
+
+def test_sigterm_outside_an_event_loop_raises_at_once():
+    with pytest.raises(Terminated):
+        _raise_terminated(signal.SIGTERM, None)
