@@ -148,8 +148,9 @@ class TrainerConfig(_Section):
     dynamic_sampling: bool = Field(False, description="DAPO: drop zero-variance groups and sample more prompts")
     skip_zero_advantage: bool = Field(
         True,
-        description="leave rows whose advantage is 0 out of the forward/backward when kl_coef is 0: they give no "
-        "gradient, so the update is the same for less compute (train/ metrics then cover the trained rows)",
+        description="leave rows whose advantage is 0 out of the forward/backward when kl_coef and entropy_coef are "
+        "0: they give no gradient, so the update is the same for less compute (train/ metrics then cover the "
+        "trained rows)",
     )
     max_sampling_rounds: int = Field(3, ge=1, description="dynamic sampling: generation rounds per step at most")
     failed_trajectories: Literal["exclude", "zero_reward"] = Field(
@@ -209,6 +210,12 @@ class TrainerConfig(_Section):
     clip_low: float = Field(0.2, ge=0, description="PPO lower clip epsilon")
     clip_high: float | None = Field(None, ge=0, description="PPO upper clip epsilon (DAPO clip-higher); None: clip_low")
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference policy")
+    entropy_coef: float = Field(
+        0.0,
+        ge=0,
+        description="entropy bonus: the loss less entropy_coef × the policy's mean entropy over generated tokens; "
+        "keeps a policy from settling on one reply before it has seen what the others score (every row trains)",
+    )
     num_ranks: int = Field(1, ge=1, description="FSDP ranks (Ray actors)")
     micro_batch_tokens: int = Field(
         4096, ge=1, description="token budget of one micro-batch (fp32 logits take micro_batch_tokens × vocab × 4 B)"

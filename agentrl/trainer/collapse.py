@@ -60,7 +60,8 @@ class CollapseMonitor:
         logger.warning(
             "step %d: the policy's %s fell to %.3g, %.0f%% of the %.3g it started at: the policy may be collapsing "
             "onto one reply (check rollout/reward_std: equal rewards in every group leave GRPO no signal). Lower "
-            "trainer.lr, add trainer.kl_coef, or raise rollout.temperature; trainer.collapse_warn_ratio=0 silences "
+            "trainer.lr, add trainer.kl_coef or trainer.entropy_coef, or raise rollout.temperature; "
+            "trainer.collapse_warn_ratio=0 silences "
             "this.",
             step,
             label,

@@ -124,7 +124,9 @@ class PolicyEngine:
                 parts.append(logp)
         return torch.cat(parts, dim=0)
 
-    def train_step(self, batch: PaddedBatch, loss_fn: LossFn, last: bool = True) -> dict[str, float]:
+    def train_step(
+        self, batch: PaddedBatch, loss_fn: LossFn, last: bool = True, entropy_grad: bool = False
+    ) -> dict[str, float]:
         """One optimizer step over `batch`, cut into micro-batches by the token budget.
 
         `last=False` (a PPO mini-batch before the batch's last one) leaves the learning-rate schedule and the step
@@ -136,14 +138,22 @@ class PolicyEngine:
                 must already be normalized by the whole batch's denominators (see `PolicyLoss`'s `num_tokens`),
                 so that micro-batch gradients add up to the batch's. Metrics are averaged by token share, except
                 `*loss` and `kl`, which are parts of a sum and are added.
+            entropy_grad: call `loss_fn(logprobs, rows, entropy=...)` with the policy's entropy at each response
+                token [b, R], with its gradient (for an entropy bonus).
         """
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
         for rows, real in self.micro_batches(batch):
             entropy: list[float] = []
-            logp = response_logprobs(self.model, batch, rows, self.compute_dtype, entropy_out=entropy)
-            loss, micro_metrics = loss_fn(logp, rows)
+            if entropy_grad:
+                logp, token_entropy = response_logprobs_and_entropy(self.model, batch, rows, self.compute_dtype)
+                loss, micro_metrics = loss_fn(logp, rows, entropy=token_entropy)
+                mask = batch.attention_mask[rows, batch.prompt_len :].bool()
+                entropy.append(float(token_entropy.detach()[mask].mean()) if mask.any() else 0.0)
+            else:
+                logp = response_logprobs(self.model, batch, rows, self.compute_dtype, entropy_out=entropy)
+                loss, micro_metrics = loss_fn(logp, rows)
             micro_metrics = {**micro_metrics, "entropy": entropy[0]}
             # FSDP averages gradients over ranks and the loss is a global sum; padding micro-batches weigh 0
             (loss * (self.world_size if real else 0.0)).backward()
@@ -240,6 +250,27 @@ def response_logprobs(
 
     With `entropy_out`, the mean entropy of the policy over the rows' real response tokens is appended to it.
     """
+    all_logp, logp, real = _response_forward(model, batch, rows, dtype)
+    if entropy_out is not None:
+        entropy_out.append(_mean_entropy(all_logp, real))
+    return _pad_to_batch(logp * real, batch)
+
+
+def response_logprobs_and_entropy(
+    model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`response_logprobs`, and the policy's entropy H(π(· | prefix)) at each response position [b, R], both
+    with their gradient, 0 on padding. The entropy keeps a [b, R, V] product for the backward pass."""
+    all_logp, logp, real = _response_forward(model, batch, rows, dtype)
+    entropy = -(all_logp.exp() * all_logp).sum(-1)
+    return _pad_to_batch(logp * real, batch), _pad_to_batch(entropy * real, batch)
+
+
+def _response_forward(
+    model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The log-distributions [b, R', V] at the response positions of `rows`, the response tokens' logprobs
+    [b, R'] and their real-token mask, over the filled columns only (R' ≤ R)."""
     # Only the columns some row of `rows` fills are run: the batch is padded to its longest row, and a
     # micro-batch of short rows would otherwise pay for that row's length in padding.
     start, end = _filled_columns(batch.attention_mask[rows], batch.prompt_len)
@@ -258,10 +289,13 @@ def response_logprobs(
     all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
     logp = all_logp.gather(-1, input_ids[:, p:].unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows, batch.prompt_len : end].to(logp.dtype)
-    if entropy_out is not None:
-        entropy_out.append(_mean_entropy(all_logp, real))
+    return all_logp, logp, real
+
+
+def _pad_to_batch(values: torch.Tensor, batch: PaddedBatch) -> torch.Tensor:
+    """[b, R'] response values padded with 0 to the batch's response width R."""
     width = batch.input_ids.shape[1] - batch.prompt_len
-    return torch.nn.functional.pad(logp * real, (0, width - logp.shape[1]))
+    return torch.nn.functional.pad(values, (0, width - values.shape[1]))
 
 
 def _row_spans(attention_mask: torch.Tensor, prompt_len: int) -> list[tuple[int, int]]:
@@ -341,7 +375,7 @@ def _accumulate(metrics: dict[str, float], micro: dict[str, float], share: float
 def is_additive(key: str) -> bool:
     """Whether a loss metric is a part of a global sum (added over micro-batches and ranks), not a rate."""
     name = key.removeprefix("train/")
-    return name.endswith("loss") or name == "kl"
+    return name.endswith("loss") or name in ("kl", "entropy_bonus")
 
 
 def _full(value: Any) -> torch.Tensor:

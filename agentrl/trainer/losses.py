@@ -16,7 +16,8 @@ What the wrapper (`PolicyLoss`) does around each paper's token-level surrogate �
        correcting the mismatch between the trainer's and the rollout engine's probabilities;
     3. aggregation over tokens (`aggregate`): token-mean, seq-mean-token-sum, seq-mean-token-mean or Dr. GRPO's
        seq-mean-token-sum-norm; each loss has its paper's default, `PolicyLossConfig.loss_agg_mode` overrides it;
-    4. optional KL penalty to a frozen reference, `kl_coef · aggregate(k(log π_θ, log π_ref))`, k ∈ {k1, k2, k3}.
+    4. optional KL penalty to a frozen reference, `kl_coef · aggregate(k(log π_θ, log π_ref))`, k ∈ {k1, k2, k3};
+    5. optional entropy bonus, `− entropy_coef · aggregate(H(π_θ(· | prefix)))`, aggregated like the loss.
 
 Built-ins are named in `agentrl.trainer.registry.LOSSES`. Register a new loss with `@register_loss("name")` on a
 token-level surrogate `(logprobs, old_logprobs, advantages, mask: bool, config) -> (per-token loss [B, R], metrics)`.
@@ -79,6 +80,7 @@ class PolicyLossConfig:
         is_mode: `truncate` the weight at C (TIS), or `mask` the tokens / sequences whose weight leaves
             [is_mask_low, C] (masked IS).
         is_mask_low: lower bound of the masked-IS band.
+        entropy_coef: weight of the entropy bonus (0: off; needs the per-token `entropy`).
     """
 
     clip_low: float = 0.2
@@ -96,6 +98,7 @@ class PolicyLossConfig:
     is_level: ISLevel = "token"
     is_mode: ISMode = "truncate"
     is_mask_low: float = 0.5
+    entropy_coef: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.clip_low <= 1.0:
@@ -107,7 +110,7 @@ class PolicyLossConfig:
         _check_bounds(1.0, strict=True, dual_clip_c=self.dual_clip_c)
         if self.loss_agg_mode is not None and self.loss_agg_mode not in get_args(AggMode):
             raise UserError(f"unknown loss_agg_mode {self.loss_agg_mode!r}; known: {', '.join(get_args(AggMode))}")
-        _check_bounds(0.0, is_mask_low=self.is_mask_low)
+        _check_bounds(0.0, is_mask_low=self.is_mask_low, entropy_coef=self.entropy_coef)
         if self.tis_cap is not None and self.is_mode == "mask" and self.is_mask_low >= self.tis_cap:
             raise UserError(f"is_mask_low ({self.is_mask_low}) must be below tis_cap ({self.tis_cap})")
         if self.kl_type not in get_args(KLType):
@@ -149,6 +152,7 @@ class PolicyLoss:
         rollout_logprobs: Tensor | None = None,
         num_tokens: float | None = None,
         num_seqs: float | None = None,
+        entropy: Tensor | None = None,
     ) -> tuple[Tensor, dict[str, float]]:
         """Scalar loss to minimize, and float metrics (pg_loss, clipfrac, ppo_kl, kl, tis_*, ...).
 
@@ -161,6 +165,8 @@ class PolicyLoss:
             ref_logprobs: log π_ref of a frozen reference; needed when `config.kl_coef > 0`, logged otherwise.
             rollout_logprobs: the rollout engine's logprobs; needed when `config.tis_cap` is set.
             num_tokens, num_seqs: mini-batch denominators for micro-batching (see `aggregate`).
+            entropy: the policy's entropy at each response position [B, R], with gradient; needed when
+                `config.entropy_coef > 0`.
         """
         cfg = config if config is not None else PolicyLossConfig()
         _check_inputs(logprobs, old_logprobs, advantages, response_mask, ref_logprobs, rollout_logprobs)
@@ -179,6 +185,7 @@ class PolicyLoss:
         agg_kw = {"norm_constant": cfg.norm_constant, "num_tokens": num_tokens, "num_seqs": num_seqs}
         pg_loss = aggregate(pg_mat, mask, mode, **agg_kw)
         loss = pg_loss + _kl_term(logp, ref_logprobs, mask, mode, cfg, agg_kw, metrics)
+        loss = loss - _entropy_bonus(entropy, mask, mode, cfg, agg_kw, metrics)
         metrics["pg_loss"] = pg_loss
         metrics["loss"] = loss
         return loss, {k: float(v.detach()) for k, v in metrics.items()}
@@ -228,6 +235,24 @@ def _kl_term(
     kl = aggregate(kl_penalty(logp, ref, cfg.kl_type), mask, mode, **agg_kw)
     metrics["kl"] = kl
     return cfg.kl_coef * kl if cfg.kl_coef > 0 else torch.zeros_like(kl)
+
+
+def _entropy_bonus(
+    entropy: Tensor | None,
+    mask: Tensor,
+    mode: AggMode,
+    cfg: PolicyLossConfig,
+    agg_kw: dict[str, float | None],
+    metrics: Metrics,
+) -> Tensor:
+    """entropy_coef · aggregate(H), subtracted from the loss: higher entropy lowers it."""
+    if cfg.entropy_coef == 0:
+        return torch.zeros((), device=mask.device)
+    if entropy is None:
+        raise UserError("entropy_coef > 0 needs the per-token entropy (PolicyEngine.train_step(entropy_grad=True))")
+    bonus = aggregate(entropy.masked_fill(~mask, 0.0), mask, mode, **agg_kw)
+    metrics["entropy_bonus"] = bonus
+    return cfg.entropy_coef * bonus
 
 
 def _check_inputs(*tensors: Tensor | None) -> None:

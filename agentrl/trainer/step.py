@@ -38,6 +38,7 @@ def loss_config(cfg: TrainerConfig, max_response_len: int | None = None) -> Poli
         is_level=cfg.is_level,
         is_mode=cfg.is_mode,
         is_mask_low=cfg.is_mask_low,
+        entropy_coef=cfg.entropy_coef,
         norm_constant=float(max_response_len) if max_response_len else None,
     )
 
@@ -57,9 +58,10 @@ def policy_step(
     `rank::world_size` of each mini-batch (data parallel under FSDP); the metrics are reduced over the ranks, so
     every rank returns the global figures. A rank left without rows runs one fully masked row.
 
-    With `cfg.skip_zero_advantage` and no KL penalty, rows whose token advantages are all 0 are left out of the
-    forward and backward: they contribute no gradient, and the denominators stay those of the whole (mini-)batch, so
-    the update is the same. The optimizer still steps when no row is left (on one masked row), as it would have.
+    With `cfg.skip_zero_advantage`, no KL penalty and no entropy bonus, rows whose token advantages are all 0 are
+    left out of the forward and backward: they contribute no gradient, and the denominators stay those of the whole
+    (mini-)batch, so the update is the same. The optimizer still steps when no row is left (on one masked row), as
+    it would have.
 
     One update (the default) on the whole batch: π_θ_old is the current policy and its logprobs come from the
     training forward itself (the ratio is exactly 1). Several updates (`ppo_mini_batches` contiguous shares of the
@@ -74,7 +76,7 @@ def policy_step(
     advantages = row_advantages(cfg, trajectories)
     trajectories = advantages.rows
     lcfg = loss_config(cfg, max(response_length(t) for t in trajectories))
-    skip = cfg.skip_zero_advantage and cfg.kl_coef == 0
+    skip = cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0
     shares = _shares(len(trajectories), cfg.ppo_mini_batches)
     tokens = advantages.tokens
     parts = [
@@ -163,7 +165,9 @@ def _update(engine: PolicyEngine, part: _Part, lcfg: PolicyLossConfig, loss: Any
     batch = part.batch
     part.trainer_logprobs = torch.zeros_like(batch.rollout_logprobs) if part.old is None else part.old
 
-    def micro_loss(logp: torch.Tensor, rows: slice) -> tuple[torch.Tensor, dict[str, float]]:
+    def micro_loss(
+        logp: torch.Tensor, rows: slice, entropy: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         if part.old is None:
             # one update per batch: π_θ_old is this very forward's policy, so log π_old = log π_θ detached (as
             # TRL does with num_iterations=1), which saves a whole forward pass over the batch
@@ -181,9 +185,10 @@ def _update(engine: PolicyEngine, part: _Part, lcfg: PolicyLossConfig, loss: Any
             rollout_logprobs=batch.rollout_logprobs[rows],
             num_tokens=part.num_tokens,
             num_seqs=part.num_seqs,
+            entropy=entropy,
         )
 
-    metrics = engine.train_step(batch, micro_loss, last=last)
+    metrics = engine.train_step(batch, micro_loss, last=last, entropy_grad=lcfg.entropy_coef > 0)
     return {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
 
 

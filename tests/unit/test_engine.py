@@ -171,3 +171,42 @@ def test_lr_schedule_warms_up_then_decays_to_the_minimum_at_the_last_step(schedu
 def test_unknown_lr_schedule_is_rejected_by_the_config():
     with pytest.raises(ValueError, match="lr_schedule"):
         TrainerConfig(lr_schedule="step")
+
+
+def test_entropy_bonus_alone_raises_the_entropy_of_the_generated_tokens_and_trains_zero_advantage_rows():
+    from agentrl.trainer.engine import response_logprobs_and_entropy
+
+    model = tiny_model()
+    with torch.no_grad():  # a peaked policy, well below the uniform distribution's entropy
+        model.get_output_embeddings().weight.mul_(30.0)
+    engine = PolicyEngine(model, EngineConfig(lr=1e-3, micro_batch_tokens=4))  # a micro-batch per row
+    trajs = [traj([1, 2], [4, 5], "g", 1.0), traj([1, 2], [6, 7], "g", 1.0)]  # equal rewards: advantage 0
+    batch = collate(trajs, 0)
+
+    def mean_entropy() -> float:
+        with torch.no_grad():
+            _, entropy = response_logprobs_and_entropy(engine.model, batch, slice(0, 2), torch.float32)
+        return float(entropy[batch.response_mask.bool()].mean())
+
+    before = mean_entropy()
+    for _ in range(3):
+        metrics = policy_step(engine, TrainerConfig(entropy_coef=1.0), trajs, 0)
+    assert metrics["train/rows_trained"] == 2 and metrics["train/grad_norm"] > 0
+    assert metrics["train/entropy_bonus"] == pytest.approx(metrics["train/entropy"], rel=1e-4)
+    assert mean_entropy() > before
+    plain = policy_step(PolicyEngine(tiny_model(), EngineConfig(lr=1e-2)), TrainerConfig(), trajs, 0)
+    assert plain["train/rows_trained"] == 0  # without the bonus such rows are left out
+
+
+def test_entropy_with_gradient_matches_the_metric_and_the_logprobs_are_unchanged():
+    from agentrl.trainer.engine import response_logprobs, response_logprobs_and_entropy
+
+    model, batch = tiny_model(), batch_of()
+    rows = slice(0, 3)
+    metric: list[float] = []
+    plain = response_logprobs(model, batch, rows, torch.float32, entropy_out=metric)
+    logp, entropy = response_logprobs_and_entropy(model, batch, rows, torch.float32)
+    assert torch.allclose(plain, logp)
+    real = batch.attention_mask[rows, batch.prompt_len :].bool()
+    assert float(entropy.detach()[real].mean()) == pytest.approx(metric[0], rel=1e-5)
+    assert torch.all(entropy[~real] == 0) and entropy.requires_grad

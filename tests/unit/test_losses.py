@@ -227,6 +227,26 @@ def test_kl_needs_a_reference_and_is_logged_without_coefficient():
     assert loss.item() == pytest.approx(-1.0) and m["kl"] == pytest.approx((math.exp(-0.5) - 0.5 + math.e - 2) / 2)
 
 
+def test_entropy_bonus_is_subtracted_with_its_coefficient_over_the_generated_tokens_only():
+    logp = t([-1.0, -2.0, -3.0])
+    entropy = t([2.0, 4.0, 100.0]).requires_grad_(True)  # the third token is a tool token: masked
+    mask = torch.tensor([[1, 1, 0]])
+    cfg = PolicyLossConfig(entropy_coef=0.01)
+    loss, m = get_loss("ppo_clip")(logp, logp, t([0.0, 0.0, 0.0]), mask, cfg, entropy=entropy)
+    loss.backward()
+    assert m["entropy_bonus"] == pytest.approx(3.0)  # token-mean of 2 and 4
+    assert loss.item() == pytest.approx(-0.01 * 3.0)
+    assert entropy.grad[0].tolist() == pytest.approx([-0.005, -0.005, 0.0])
+
+
+def test_entropy_bonus_needs_the_entropy_and_is_off_by_default():
+    logp = t([-1.0, -2.0])
+    with pytest.raises(AgentRLError, match="entropy_grad"):
+        get_loss("ppo_clip")(logp, logp, t([1.0, 1.0]), torch.ones(1, 2), PolicyLossConfig(entropy_coef=0.1))
+    loss, m = get_loss("ppo_clip")(logp, logp, t([1.0, 1.0]), torch.ones(1, 2), entropy=t([5.0, 5.0]))
+    assert loss.item() == pytest.approx(-1.0) and "entropy_bonus" not in m
+
+
 def test_truncated_importance_sampling():
     old = t([-1.0, -1.0, -1.0])
     rollout = t([-1.5, -0.5, -1.0])
