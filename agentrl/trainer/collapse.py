@@ -4,6 +4,10 @@ once when either falls to a fraction of where it started (`trainer.collapse_warn
 Multi-turn RL collapses quietly: the policy settles on one reply ("always RIGHT"), its entropy drops to near 0,
 every group's rewards become equal and GRPO has no signal left, while the loss looks fine. The ratios are logged
 every step (`train/entropy_ratio`, `rollout/length_ratio`) so a report shows the fall before the warning.
+
+The opposite also happens with an entropy bonus (`trainer.entropy_coef`): where every reward is equal the bonus is
+the whole gradient and drives the replies toward random tokens, so a rise of the entropy past `ENTROPY_RISE_RATIO`
+of its start warns too.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ WATCHED = {
     "rollout/response_tokens_mean": ("rollout/length_ratio", "response length"),
 }
 """metric → (its ratio to the baseline, what it is called in the warning)."""
+ENTROPY_RISE_RATIO = 1.5
+"""With an entropy bonus, warn when the entropy climbs past this multiple of its start (seen on gym: 3.4 → 8.2 nats
+a token in 24 steps, every reply random tokens)."""
 
 
 class CollapseMonitor:
@@ -28,11 +35,14 @@ class CollapseMonitor:
     Args:
         warn_ratio: warn when a watched metric is below this fraction of its baseline.
         baseline_steps: steps averaged into the baseline.
+        rise_ratio: warn when the entropy is above this multiple of its baseline (0: never; the trainer sets
+            `ENTROPY_RISE_RATIO` when an entropy bonus is on). `warn_ratio=0` silences this warning too.
     """
 
-    def __init__(self, warn_ratio: float = 0.25, baseline_steps: int = 2) -> None:
+    def __init__(self, warn_ratio: float = 0.25, baseline_steps: int = 2, rise_ratio: float = 0.0) -> None:
         self.warn_ratio = warn_ratio
         self.baseline_steps = baseline_steps
+        self.rise_ratio = rise_ratio
         self._first: dict[str, list[float]] = {}
         self.warned: set[str] = set()
 
@@ -53,8 +63,24 @@ class CollapseMonitor:
             if self.warn_ratio and out[ratio_name] < self.warn_ratio and name not in self.warned:
                 self.warned.add(name)
                 self._warn(label, value, baseline, step)
+        self._check_rise(out.get("train/entropy_ratio"), metrics, step)
         out["train/collapse_warnings"] = float(len(self.warned))
         return out
+
+    def _check_rise(self, ratio: float | None, metrics: Mapping[str, Any], step: int) -> None:
+        if not (self.warn_ratio and self.rise_ratio and ratio is not None and ratio > self.rise_ratio):
+            return
+        if "entropy_rise" in self.warned:
+            return
+        self.warned.add("entropy_rise")
+        logger.warning(
+            "step %d: the policy's entropy rose to %.3g, %.1f× where it started: the entropy bonus may outweigh the "
+            "rewards (where every reward in a batch is equal it is the whole gradient, and it drives the replies "
+            "toward random tokens). Lower trainer.entropy_coef; trainer.collapse_warn_ratio=0 silences this.",
+            step,
+            metrics["train/entropy"],
+            ratio,
+        )
 
     def _warn(self, label: str, value: float, baseline: float, step: int) -> None:
         logger.warning(

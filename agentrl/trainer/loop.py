@@ -25,7 +25,7 @@ from agentrl.errors import InfrastructureError, TooManyFailuresError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
-from agentrl.trainer.collapse import CollapseMonitor
+from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.progress import StepProgress
@@ -67,7 +67,8 @@ class Trainer:
         self.train_samples = run_samples(cfg, "train")
         self.eval_samples = run_samples(cfg, "eval")
         self.rewards = RewardPipeline(cfg.reward)
-        self.collapse = CollapseMonitor(cfg.trainer.collapse_warn_ratio)
+        rise = ENTROPY_RISE_RATIO if cfg.trainer.entropy_coef > 0 else 0.0
+        self.collapse = CollapseMonitor(cfg.trainer.collapse_warn_ratio, rise_ratio=rise)
         self.version = 0
         """The policy version the rollout servers hold (= training steps done)."""
         self.done: tuple[int, dict[str, int] | None] = (0, None)

@@ -39,3 +39,21 @@ def test_steps_without_the_metrics_are_skipped():
     monitor = CollapseMonitor()
     assert monitor.observe({"train/skipped": 1.0}, step=1) == {"train/collapse_warnings": 0.0}
     assert monitor.observe({"train/entropy": 0.0}, step=2) == {"train/collapse_warnings": 0.0}
+
+
+def test_with_an_entropy_bonus_a_rising_entropy_warns_once(caplog):
+    with caplog.at_level(logging.WARNING, logger="agentrl.trainer.collapse"):
+        plain = CollapseMonitor(baseline_steps=1)
+        plain.observe({"train/entropy": 3.4}, step=1)
+        assert plain.observe({"train/entropy": 8.2}, step=2)["train/collapse_warnings"] == 0.0
+        assert not caplog.records  # no bonus: a rise is not watched
+        bonus = CollapseMonitor(baseline_steps=1, rise_ratio=1.5)
+        bonus.observe({"train/entropy": 3.4}, step=1)
+        assert bonus.observe({"train/entropy": 5.0}, step=2)["train/collapse_warnings"] == 0.0
+        assert bonus.observe({"train/entropy": 6.0}, step=3)["train/collapse_warnings"] == 1.0
+        assert bonus.observe({"train/entropy": 8.2}, step=4)["train/collapse_warnings"] == 1.0
+        silent = CollapseMonitor(warn_ratio=0.0, baseline_steps=1, rise_ratio=1.5)
+        silent.observe({"train/entropy": 3.4}, step=1)
+        assert silent.observe({"train/entropy": 8.2}, step=2)["train/collapse_warnings"] == 0.0
+    (record,) = caplog.records
+    assert "step 3" in record.getMessage() and "trainer.entropy_coef" in record.getMessage()
