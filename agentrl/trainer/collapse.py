@@ -68,9 +68,8 @@ class CollapseMonitor:
         return out
 
     def _check_rise(self, ratio: float | None, metrics: Mapping[str, Any], step: int) -> None:
-        if not (self.warn_ratio and self.rise_ratio and ratio is not None and ratio > self.rise_ratio):
-            return
-        if "entropy_rise" in self.warned:
+        rising = self.warn_ratio and self.rise_ratio and ratio is not None and ratio > self.rise_ratio
+        if not rising or "entropy_rise" in self.warned:
             return
         self.warned.add("entropy_rise")
         logger.warning(
@@ -87,8 +86,7 @@ class CollapseMonitor:
             "step %d: the policy's %s fell to %.3g, %.0f%% of the %.3g it started at: the policy may be collapsing "
             "onto one reply (check rollout/reward_std: equal rewards in every group leave GRPO no signal). Lower "
             "trainer.lr, add trainer.kl_coef or trainer.entropy_coef, or raise rollout.temperature; "
-            "trainer.collapse_warn_ratio=0 silences "
-            "this.",
+            "trainer.collapse_warn_ratio=0 silences this.",
             step,
             label,
             value,
