@@ -55,6 +55,11 @@ class RolloutConfig(_Section):
     top_k: int = Field(-1, description="top-k sampling; -1 disables")
     max_tokens: int = Field(256, ge=1, description="tokens per assistant turn")
     max_model_len: int = Field(2048, ge=16, description="context length of the rollout server")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="weights and compute dtype of the servers training starts (not of rollout.server_urls); auto: "
+        "trainer.dtype, and where that is auto too, bfloat16 on a machine with a GPU, float32 without",
+    )
     request_timeout_s: float = Field(600.0, gt=0, description="timeout of one generation request")
     health_check_interval_s: float = Field(
         5.0, gt=0, description="seconds between health checks of a dead replica (it takes traffic again once caught up)"

@@ -110,25 +110,44 @@ class HFServer(ManagedServer):
             probe.unlink(missing_ok=True)
 
 
+def server_dtype(cfg: AgentRLConfig, has_gpu: bool | None = None) -> str:
+    """The dtype a server started for `cfg` runs in: `rollout.dtype`, else `trainer.dtype`, else bfloat16 where
+    this machine has a GPU (`has_gpu`; default: whether torch sees CUDA) and float32 where it has none."""
+    for name in (cfg.rollout.dtype, cfg.trainer.dtype):
+        if name != "auto":
+            return name
+    if has_gpu is None:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    return "bfloat16" if has_gpu else "float32"
+
+
 def launch_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, host: str = "127.0.0.1") -> Any:
-    """Start one server of `cfg.rollout.backend` on this machine; returns its handle."""
+    """Start one server of `cfg.rollout.backend` on this machine, in `server_dtype`; returns its handle."""
     backend = cfg.rollout.backend
+    dtype = server_dtype(cfg)
     if backend == "hf":
         from agentrl.rollout.servers.hf.launch import launch_hf_server
 
-        process = launch_hf_server(model_path, port, host=host, max_model_len=cfg.rollout.max_model_len)
+        process = launch_hf_server(model_path, port, host=host, max_model_len=cfg.rollout.max_model_len, dtype=dtype)
         return HFServer(process.url, model_path=model_path, process=process)
     if backend == "vllm":
         from agentrl.rollout.servers.vllm import VLLMServer
 
         transfer = "nccl" if cfg.rollout.weight_transfer == "nccl" else "reload"
         return VLLMServer.launch(
-            model_path, port=port, host=host, max_model_len=cfg.rollout.max_model_len, weight_transfer=transfer
+            model_path,
+            port=port,
+            host=host,
+            max_model_len=cfg.rollout.max_model_len,
+            weight_transfer=transfer,
+            dtype=dtype,
         )
     if backend == "sglang":
         from agentrl.rollout.servers.sglang import SGLangServer
 
-        return SGLangServer.launch(model_path, port=port, host=host)
+        return SGLangServer.launch(model_path, port=port, host=host, dtype=dtype)
     raise UserError(f"unknown rollout.backend {backend!r}; use hf, vllm or sglang")
 
 
