@@ -173,7 +173,8 @@ class DistributedRolloutManager(JobRunner):
     async def _revived(worker: WorkerSlot) -> bool:
         """Whether Ray restarted the worker's actor (it answers again within the timeout)."""
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(worker.actor.start.remote(), REVIVE_TIMEOUT_S)
+            async with asyncio.timeout(REVIVE_TIMEOUT_S):
+                await worker.actor.start.remote()
             return True
         return False
 
@@ -246,8 +247,11 @@ def worker_options(cfg: AgentRLConfig, concurrency: int) -> dict[str, Any]:
 
 
 async def _all_started(workers: list[WorkerSlot]) -> None:
+    # asyncio.timeout, not wait_for, here and below: on Python 3.11 wait_for drops a cancellation (Ctrl-C) that
+    # lands as the awaited call completes, and the rollout ran on to the end
     try:
-        await asyncio.wait_for(asyncio.gather(*(w.actor.start.remote() for w in workers)), READY_TIMEOUT_S)
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await asyncio.gather(*(w.actor.start.remote() for w in workers))
     except Exception as exc:
         cause = getattr(exc, "cause", None) or exc
         raise RolloutWorkerError(
@@ -261,7 +265,8 @@ async def _close(workers: list[WorkerSlot]) -> None:
 
     closing = [w.actor.close.remote() for w in workers]
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), 120)
+        async with asyncio.timeout(120):
+            await asyncio.gather(*closing, return_exceptions=True)
     for worker in workers:
         with contextlib.suppress(Exception):
             ray.kill(worker.actor, no_restart=True)

@@ -59,7 +59,8 @@ class LocalSandbox(Sandbox):
         reads = [asyncio.ensure_future(_read_capped(s, self.max_output_bytes)) for s in (proc.stdout, proc.stderr)]
         timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can drop a cancellation
+                await proc.wait()
         except TimeoutError:
             timed_out = True
         finally:
