@@ -161,28 +161,45 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
-    """Raise `Terminated`; inside a running event loop, from the loop's next callback instead of here.
+    """SIGTERM's handler: `Terminated`, raised as `_raise_in_loop` does."""
+    _raise_in_loop(Terminated)
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    """SIGINT's handler: `KeyboardInterrupt`, raised as `_raise_in_loop` does."""
+    _raise_in_loop(KeyboardInterrupt)
+
+
+def _raise_in_loop(exc: type[BaseException]) -> None:
+    """Raise `exc`; inside a running event loop, from the loop's next callback instead of here.
 
     A signal handler runs between any two bytecodes of the main thread, finalizers included. An exception it raises
     inside a `__del__` (an asyncio transport's, say) is printed as "Exception ignored" and lost, and the process
-    served on after SIGTERM (seen with `agentrl gateway` on a GPU machine). Raised from a loop callback, it always
-    leaves `asyncio.run`, which then cancels the tasks and runs their cleanup."""
+    served on after SIGTERM (seen with `agentrl gateway` on a GPU machine). asyncio's own SIGINT handler cancels the
+    main task instead, and a cancellation can be dropped on its way (Python 3.11's `wait_for` drops one that lands
+    as the awaited call completes; `agentrl rollout` once ran on to the end after Ctrl-C). Raised from a loop
+    callback, the exception always leaves `asyncio.run`, which then cancels the tasks and runs their cleanup."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        raise Terminated from None
-    loop.call_soon_threadsafe(_raise, Terminated)
+        raise exc from None
+    loop.call_soon_threadsafe(_raise, exc)
 
 
 def _raise(exc: type[BaseException]) -> None:
     raise exc
 
 
-def _stop_cleanly_on_sigterm() -> None:
+def _stop_cleanly_on_signals() -> None:
     """A bare SIGTERM (a job scheduler's, `kill`'s) kills the process without unwinding it, and the rollout
-    servers it started live on as orphans; turn it into an exception instead. A handler already set is kept."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    servers it started live on as orphans; turn it, and SIGINT, into exceptions that always stop the event loop.
+    A handler already set is kept."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_interrupted)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getcwd() not in sys.path:  # dotted paths of user loops/tools resolve from the working directory
         sys.path.insert(0, os.getcwd())
     args = build_parser().parse_args(argv)
-    _stop_cleanly_on_sigterm()
+    _stop_cleanly_on_signals()
     try:
         return args.handler(args)
     except UserError as exc:

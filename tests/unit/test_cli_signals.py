@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from agentrl.cli import Terminated, _raise_terminated
+from agentrl.cli import Terminated, _raise_interrupted, _raise_terminated, _stop_cleanly_on_signals
 
 # `train` is replaced by one that starts a server process and waits, as the real one does while training.
 SCRIPT = textwrap.dedent(
@@ -82,3 +82,39 @@ def test_sigterm_landing_in_a_finalizer_still_stops_the_event_loop():
 def test_sigterm_outside_an_event_loop_raises_at_once():
     with pytest.raises(Terminated):
         _raise_terminated(signal.SIGTERM, None)
+
+
+def test_sigint_stops_the_event_loop_where_a_dropped_cancellation_would_not():
+    """asyncio's own SIGINT handler cancels the main task, and a cancellation can be dropped on its way (Python
+    3.11's wait_for drops one that lands as the awaited call completes): `agentrl rollout` then ran on to the end
+    after Ctrl-C. The CLI's handler raises KeyboardInterrupt from the loop instead."""
+    steps = []
+
+    async def rollout() -> None:
+        _raise_interrupted(signal.SIGINT, None)
+        for _ in range(3):
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                steps.append("cancelled")  # dropped, as wait_for would
+            steps.append("step")
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(rollout())
+    assert steps[0] == "cancelled"  # stopped at its first await, not after its three steps
+
+
+def test_the_cli_takes_over_default_sigint_and_sigterm_handlers_only():
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _stop_cleanly_on_signals()
+        assert signal.getsignal(signal.SIGINT) is _raise_interrupted
+        assert signal.getsignal(signal.SIGTERM) is _raise_terminated
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # e.g. a parent's choice: kept
+        _stop_cleanly_on_signals()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
