@@ -196,6 +196,9 @@ def _stop_cleanly_on_signals() -> None:
     A handler already set is kept."""
     if threading.current_thread() is not threading.main_thread():
         return
+    # A blocked signal mask is inherited through fork and exec: a parent that blocked SIGINT (Ray blocks it in the
+    # processes it starts) would leave Ctrl-C pending here forever
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_terminated)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

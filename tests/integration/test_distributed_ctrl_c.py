@@ -58,6 +58,7 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
             assert proc.poll() is None, output()
             assert time.monotonic() < deadline, f"no sandbox container ever started:\n{output()}"
             time.sleep(0.5)
+        dispositions = signal_dispositions(proc.pid)  # why, if the interrupt goes unheeded
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=180)
     finally:
@@ -67,12 +68,18 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
         ray_left = wait_for_exit(ray_processes() - ray_before, timeout_s=30)
         for pid in ray_left:  # a Ray left running would be joined by the next test's ray.init
             os.kill(int(pid), signal.SIGKILL)
-    assert proc.returncode != 0, output()
+    assert proc.returncode != 0, f"{dispositions}; this process: {signal.getsignal(signal.SIGINT)}\n{output()}"
     assert not ours(), "sandbox containers left behind"
     # a worker process exits shortly after its raylet does: give it the same grace as the Ray processes
     workers = wait_for_exit(processes_matching("RolloutWorker"), timeout_s=30)
     assert not workers, f"rollout worker processes left: {workers}"
     assert not ray_left, f"the CLI's Ray processes were left running: {ray_left}"
+
+
+def signal_dispositions(pid: int) -> str:
+    """The process's blocked, ignored and caught signal masks (SIGINT is 0x2), from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        return " ".join(line.strip() for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
 
 def ray_processes() -> set[str]:
