@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -142,13 +143,30 @@ def check_policy_engine(model: Path, device: str) -> dict[str, Any]:
         dist.destroy_process_group()
 
 
-def agentrl(args: list[str], log: Path, timeout_s: float = 420.0) -> None:
+def agentrl(args: list[str], log: Path, timeout_s: float = 420.0) -> set[str]:
+    """Run the agentrl CLI; returns the `--dtype` of every hf server seen running under it (polled by `ps`)."""
     cmd = [sys.executable, "-c", "import sys; from agentrl.cli import main; sys.exit(main())", *args]
+    dtypes: set[str] = set()
     with open(log, "w") as f:
-        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, timeout=timeout_s)
-    if done.returncode != 0:
+        process = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+        deadline = time.monotonic() + timeout_s
+        while process.poll() is None and time.monotonic() < deadline:
+            dtypes |= server_dtypes()
+            time.sleep(1.0)
+        if process.poll() is None:
+            process.kill()
+            raise TimeoutError(f"agentrl {args[0]} ran past {timeout_s} s")
+    if process.returncode != 0:
         tail = log.read_text()[-3000:]
-        raise RuntimeError(f"agentrl {args[0]} exited with {done.returncode}:\n{tail}")
+        raise RuntimeError(f"agentrl {args[0]} exited with {process.returncode}:\n{tail}")
+    return dtypes
+
+
+def server_dtypes() -> set[str]:
+    """The `--dtype` argument of each running `agentrl.rollout.servers.hf` process."""
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    servers = [line for line in ps.splitlines() if "agentrl.rollout.servers.hf" in line]
+    return {dtype for line in servers for dtype in re.findall(r"--dtype (\S+)", line)}
 
 
 def two_steps(run: Path) -> dict[str, Any]:
@@ -170,8 +188,10 @@ def check_training(model: Path, out: Path, mode: str) -> dict[str, Any]:
     args += ["reward.components=[{name: short, type: format, max_chars: 112}]"]
     if mode == "fully_async":
         args += ["trainer.mode=fully_async", "rollout.weight_update=resume"]
-    agentrl(args, out / f"train_{mode}.log")
-    return two_steps(run)
+    dtypes = agentrl(args, out / f"train_{mode}.log")
+    # on a GPU the server training starts runs in the trainer's dtype (rollout.dtype auto: bf16), not fp32
+    assert dtypes == {"bfloat16"}, f"hf servers ran in {dtypes or 'nothing seen'}, expected bfloat16"
+    return {**two_steps(run), "server_dtypes": sorted(dtypes)}
 
 
 def check_gym(model: Path, out: Path, estimator: str) -> dict[str, Any]:
