@@ -221,6 +221,12 @@ class TrainerConfig(_Section):
         description="entropy bonus: the loss less entropy_coef × the policy's mean entropy over generated tokens; "
         "keeps a policy from settling on one reply before it has seen what the others score (every row trains)",
     )
+    entropy_choices: list[str] = Field(
+        default_factory=list,
+        description="with entropy_coef: the bonus is the entropy of each turn's first token over the first tokens of "
+        "these replies (renormalized), e.g. a game's moves [LEFT, DOWN, RIGHT, UP], instead of over the whole "
+        "vocabulary at every token; keeps the policy trying every choice without pushing it toward other words",
+    )
     num_ranks: int = Field(1, ge=1, description="FSDP ranks (Ray actors)")
     micro_batch_tokens: int = Field(
         4096, ge=1, description="token budget of one micro-batch (fp32 logits take micro_batch_tokens × vocab × 4 B)"

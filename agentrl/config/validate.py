@@ -122,6 +122,12 @@ def _trainer_problems(cfg: AgentRLConfig) -> list[str]:
             f"trainer.is_mode={t.is_mode} / is_level={t.is_level} shape the off-policy correction, which is off: "
             "set trainer.tis_cap=C (e.g. 2.0) to turn it on"
         )
+    if t.entropy_choices and t.entropy_coef == 0:
+        problems.append(
+            "trainer.entropy_choices shapes the entropy bonus, which is off: set trainer.entropy_coef (e.g. 0.1)"
+        )
+    if len(t.entropy_choices) == 1:
+        problems.append("trainer.entropy_choices: one choice has no entropy; list at least two replies")
     if t.is_mode == "mask" and t.tis_cap is not None and t.is_mask_low >= t.tis_cap:
         problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({t.tis_cap})")
     return problems

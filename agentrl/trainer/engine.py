@@ -17,6 +17,7 @@ import torch
 
 from agentrl.config.schema import TrainerConfig
 from agentrl.trainer.batch import PaddedBatch
+from agentrl.trainer.choices import choice_entropy, turn_first_tokens
 from agentrl.trainer.host_memory import map_large_allocations, release_freed_memory
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
@@ -125,7 +126,12 @@ class PolicyEngine:
         return torch.cat(parts, dim=0)
 
     def train_step(
-        self, batch: PaddedBatch, loss_fn: LossFn, last: bool = True, entropy_grad: bool = False
+        self,
+        batch: PaddedBatch,
+        loss_fn: LossFn,
+        last: bool = True,
+        entropy_grad: bool = False,
+        entropy_choice_ids: list[int] | None = None,
     ) -> dict[str, float]:
         """One optimizer step over `batch`, cut into micro-batches by the token budget.
 
@@ -140,13 +146,22 @@ class PolicyEngine:
                 `*loss` and `kl`, which are parts of a sum and are added.
             entropy_grad: call `loss_fn(logprobs, rows, entropy=...)` with the policy's entropy at each response
                 token [b, R], with its gradient (for an entropy bonus).
+            entropy_choice_ids: with `entropy_grad`, the entropy passed is instead the entropy over these tokens
+                (renormalized) at the first token of each turn, 0 elsewhere (`agentrl.trainer.choices`); its mean
+                over the turns is the `choice_entropy` metric.
         """
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
         for rows, real in self.micro_batches(batch):
             entropy: list[float] = []
-            if entropy_grad:
+            if entropy_grad and entropy_choice_ids:
+                logp, turn_entropy, choice_metric = response_logprobs_and_choice_entropy(
+                    self.model, batch, rows, self.compute_dtype, entropy_choice_ids, entropy_out=entropy
+                )
+                loss, micro_metrics = loss_fn(logp, rows, entropy=turn_entropy)
+                micro_metrics = {**micro_metrics, "choice_entropy": choice_metric}
+            elif entropy_grad:
                 logp, token_entropy = response_logprobs_and_entropy(self.model, batch, rows, self.compute_dtype)
                 loss, micro_metrics = loss_fn(logp, rows, entropy=token_entropy)
                 mask = batch.attention_mask[rows, batch.prompt_len :].bool()
@@ -264,6 +279,26 @@ def response_logprobs_and_entropy(
     all_logp, logp, real = _response_forward(model, batch, rows, dtype)
     entropy = -(all_logp.exp() * all_logp).sum(-1)
     return _pad_to_batch(logp * real, batch), _pad_to_batch(entropy * real, batch)
+
+
+def response_logprobs_and_choice_entropy(
+    model: torch.nn.Module,
+    batch: PaddedBatch,
+    rows: slice,
+    dtype: torch.dtype,
+    choice_ids: list[int],
+    entropy_out: list[float] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """`response_logprobs`; the entropy over `choice_ids` (renormalized) at the first generated token of each
+    turn, 0 elsewhere, [b, R] with its gradient; and that entropy's mean over the turns. With `entropy_out`, the
+    vocabulary-wide mean entropy is appended to it, as `response_logprobs` does."""
+    all_logp, logp, real = _response_forward(model, batch, rows, dtype)
+    if entropy_out is not None:
+        entropy_out.append(_mean_entropy(all_logp, real))
+    firsts = turn_first_tokens(batch.response_mask[rows, : logp.shape[1]]).to(logp.dtype) * real
+    entropy = choice_entropy(all_logp, choice_ids) * firsts
+    mean = float(entropy.detach().sum() / firsts.sum()) if firsts.any() else 0.0
+    return _pad_to_batch(logp * real, batch), _pad_to_batch(entropy, batch), mean
 
 
 def _response_forward(

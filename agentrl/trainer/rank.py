@@ -13,6 +13,7 @@ import torch
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.trainer.checkpoint import load_engine, save_engine
+from agentrl.trainer.choices import choice_token_ids
 from agentrl.trainer.engine import PolicyEngine, engine_config
 from agentrl.trainer.lora import apply_lora, lora_scaling, merge_lora
 from agentrl.trainer.reference import ReferencePolicy
@@ -28,6 +29,15 @@ def uses_reference(cfg: AgentRLConfig) -> bool:
 def default_device() -> torch.device:
     """The GPU this process sees (Ray sets CUDA_VISIBLE_DEVICES per actor), else the CPU."""
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def entropy_choice_ids(cfg: AgentRLConfig, model_path: str) -> list[int] | None:
+    """The first tokens of `trainer.entropy_choices` in the policy's tokenizer (None when none are listed)."""
+    if not cfg.trainer.entropy_choices:
+        return None
+    from agentrl.models import load_tokenizer
+
+    return choice_token_ids(load_tokenizer(model_path), cfg.trainer.entropy_choices)
 
 
 class RankTrainer:
@@ -67,6 +77,7 @@ class RankTrainer:
                 model = apply_lora(model, t.lora_rank, t.lora_alpha, t.lora_target_modules)
                 self.reference = ReferencePolicy.adapters_off() if uses_reference(cfg) else None
         self.engine = PolicyEngine(model, engine_config(t), mesh)
+        self.entropy_choice_ids = entropy_choice_ids(cfg, model_path)
 
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
         """Advantages, loss and one optimizer step (collective); the global train/* metrics."""
@@ -77,6 +88,7 @@ class RankTrainer:
             self.pad_token_id,
             shard=(self.rank, self.world),
             reference=self.reference,
+            entropy_choice_ids=self.entropy_choice_ids,
         )
 
     def state_dict(self) -> dict[str, torch.Tensor]:

@@ -50,6 +50,7 @@ def policy_step(
     pad_token_id: int,
     shard: tuple[int, int] = (0, 1),
     reference: ReferencePolicy | None = None,
+    entropy_choice_ids: list[int] | None = None,
 ) -> dict[str, float]:
     """Compute the token advantages of `trajectories` (`row_advantages`), then take `ppo_epochs` x
     `ppo_mini_batches` optimizer steps; returns train/* metrics.
@@ -70,6 +71,8 @@ def policy_step(
     step's). `train/rollout_logprob_abs_diff` is the mean |rollout logprob − π_θ_old logprob| over trainable
     tokens: the training-inference mismatch of the rollout engine. With a `reference`, `train/kl` is the KL
     estimator (`cfg.kl_estimator`) to it, aggregated like the loss, and `cfg.kl_coef > 0` adds it to the loss.
+    With `cfg.entropy_coef > 0` and `entropy_choice_ids` (the first tokens of `cfg.entropy_choices`), the entropy
+    bonus is over those tokens at each turn's first token (`agentrl.trainer.choices`), not over the vocabulary.
     """
     if not trajectories:
         return {"train/skipped": 1.0}
@@ -89,7 +92,7 @@ def policy_step(
             part.old = engine.logprobs(part.batch).detach()
     updates = [(epoch, part) for epoch in range(cfg.ppo_epochs) for part in parts]
     runs = [
-        _update(engine, part, lcfg, get_loss(cfg.loss), last=(i == len(updates) - 1))
+        _update(engine, part, lcfg, get_loss(cfg.loss), last=(i == len(updates) - 1), choice_ids=entropy_choice_ids)
         for i, (_, part) in enumerate(updates)
     ]
     out = _mean_of(runs)
@@ -160,7 +163,14 @@ def _part(
     )
 
 
-def _update(engine: PolicyEngine, part: _Part, lcfg: PolicyLossConfig, loss: Any, last: bool) -> dict[str, float]:
+def _update(
+    engine: PolicyEngine,
+    part: _Part,
+    lcfg: PolicyLossConfig,
+    loss: Any,
+    last: bool,
+    choice_ids: list[int] | None = None,
+) -> dict[str, float]:
     """One optimizer step on one mini-batch."""
     batch = part.batch
     part.trainer_logprobs = torch.zeros_like(batch.rollout_logprobs) if part.old is None else part.old
@@ -188,7 +198,8 @@ def _update(engine: PolicyEngine, part: _Part, lcfg: PolicyLossConfig, loss: Any
             entropy=entropy,
         )
 
-    metrics = engine.train_step(batch, micro_loss, last=last, entropy_grad=lcfg.entropy_coef > 0)
+    bonus = lcfg.entropy_coef > 0
+    metrics = engine.train_step(batch, micro_loss, last=last, entropy_grad=bonus, entropy_choice_ids=choice_ids)
     return {k if k.startswith("train/") else f"train/{k}": v for k, v in metrics.items()}
 
 
