@@ -246,6 +246,12 @@ class TrainerConfig(_Section):
         "auto", description="compute dtype (weights and optimizer stay fp32); auto: bf16 on GPU, fp32 on CPU"
     )
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward to save memory")
+    share_prompt_prefix: bool = Field(
+        False,
+        description="run the prompt prefix all rows of a micro-batch share (a system prompt) once rather than once "
+        "per row: the same logprobs and gradients for less compute where rows are short turns after one long common "
+        "prefix (gym); ignored with gradient_checkpointing or several ranks",
+    )
 
 
 class RayConfig(_Section):

@@ -19,6 +19,7 @@ from agentrl.config.schema import TrainerConfig
 from agentrl.trainer.batch import PaddedBatch
 from agentrl.trainer.choices import choice_entropy, turn_first_tokens
 from agentrl.trainer.host_memory import map_large_allocations, release_freed_memory
+from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, common_prefix, forward_with_shared_prefix
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
@@ -42,6 +43,7 @@ class EngineConfig:
     micro_batch_tokens: int = 4096
     dtype: str = "float32"
     gradient_checkpointing: bool = False
+    share_prompt_prefix: bool = False
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str, min_ratio: float) -> float:
@@ -76,6 +78,7 @@ def engine_config(cfg: TrainerConfig) -> EngineConfig:
         micro_batch_tokens=cfg.micro_batch_tokens,
         dtype=cfg.dtype,
         gradient_checkpointing=cfg.gradient_checkpointing,
+        share_prompt_prefix=cfg.share_prompt_prefix,
     )
 
 
@@ -120,7 +123,7 @@ class PolicyEngine:
         model.eval()
         parts = []
         for rows, real in self.micro_batches(batch):
-            logp = response_logprobs(model, batch, rows, self.compute_dtype)  # padding ones still run (FSDP)
+            logp = response_logprobs(model, batch, rows, self.compute_dtype, share_prefix=self.share_prefix)
             if real:
                 parts.append(logp)
         return torch.cat(parts, dim=0)
@@ -153,21 +156,22 @@ class PolicyEngine:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
+        dtype, share = self.compute_dtype, self.share_prefix
         for rows, real in self.micro_batches(batch):
             entropy: list[float] = []
             if entropy_grad and entropy_choice_ids:
                 logp, turn_entropy, choice_metric = response_logprobs_and_choice_entropy(
-                    self.model, batch, rows, self.compute_dtype, entropy_choice_ids, entropy_out=entropy
+                    self.model, batch, rows, dtype, entropy_choice_ids, entropy_out=entropy, share_prefix=share
                 )
                 loss, micro_metrics = loss_fn(logp, rows, entropy=turn_entropy)
                 micro_metrics = {**micro_metrics, "choice_entropy": choice_metric}
             elif entropy_grad:
-                logp, token_entropy = response_logprobs_and_entropy(self.model, batch, rows, self.compute_dtype)
+                logp, token_entropy = response_logprobs_and_entropy(self.model, batch, rows, dtype, share)
                 loss, micro_metrics = loss_fn(logp, rows, entropy=token_entropy)
                 mask = batch.attention_mask[rows, batch.prompt_len :].bool()
                 entropy.append(float(token_entropy.detach()[mask].mean()) if mask.any() else 0.0)
             else:
-                logp = response_logprobs(self.model, batch, rows, self.compute_dtype, entropy_out=entropy)
+                logp = response_logprobs(self.model, batch, rows, dtype, entropy_out=entropy, share_prefix=share)
                 loss, micro_metrics = loss_fn(logp, rows)
             micro_metrics = {**micro_metrics, "entropy": entropy[0]}
             # FSDP averages gradients over ranks and the loss is a global sum; padding micro-batches weigh 0
@@ -187,6 +191,12 @@ class PolicyEngine:
         if self.device.type == "cpu":
             release_freed_memory()
         return metrics
+
+    @property
+    def share_prefix(self) -> bool:
+        """Whether forwards run the rows' shared prompt prefix once: asked for, one rank (two forwards before a
+        backward are untested under FSDP) and no gradient checkpointing (a checkpointed model drops the cache)."""
+        return self.config.share_prompt_prefix and not self.config.gradient_checkpointing and self.world_size == 1
 
     @property
     def compute_dtype(self) -> torch.dtype:
@@ -260,23 +270,25 @@ def response_logprobs(
     rows: slice,
     dtype: torch.dtype,
     entropy_out: list[float] | None = None,
+    share_prefix: bool = False,
 ) -> torch.Tensor:
     """log π(response token | prefix) for `rows` of `batch`, [b, R] in float32, 0 on padding.
 
     With `entropy_out`, the mean entropy of the policy over the rows' real response tokens is appended to it.
+    `share_prefix`: run the prompt prefix all the rows share once (the same result, less compute).
     """
-    all_logp, logp, real = _response_forward(model, batch, rows, dtype)
+    all_logp, logp, real = _response_forward(model, batch, rows, dtype, share_prefix)
     if entropy_out is not None:
         entropy_out.append(_mean_entropy(all_logp, real))
     return _pad_to_batch(logp * real, batch)
 
 
 def response_logprobs_and_entropy(
-    model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype
+    model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype, share_prefix: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`response_logprobs`, and the policy's entropy H(π(· | prefix)) at each response position [b, R], both
     with their gradient, 0 on padding. The entropy keeps a [b, R, V] product for the backward pass."""
-    all_logp, logp, real = _response_forward(model, batch, rows, dtype)
+    all_logp, logp, real = _response_forward(model, batch, rows, dtype, share_prefix)
     entropy = -(all_logp.exp() * all_logp).sum(-1)
     return _pad_to_batch(logp * real, batch), _pad_to_batch(entropy * real, batch)
 
@@ -288,11 +300,12 @@ def response_logprobs_and_choice_entropy(
     dtype: torch.dtype,
     choice_ids: list[int],
     entropy_out: list[float] | None = None,
+    share_prefix: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, float]:
     """`response_logprobs`; the entropy over `choice_ids` (renormalized) at the first generated token of each
     turn, 0 elsewhere, [b, R] with its gradient; and that entropy's mean over the turns. With `entropy_out`, the
     vocabulary-wide mean entropy is appended to it, as `response_logprobs` does."""
-    all_logp, logp, real = _response_forward(model, batch, rows, dtype)
+    all_logp, logp, real = _response_forward(model, batch, rows, dtype, share_prefix)
     if entropy_out is not None:
         entropy_out.append(_mean_entropy(all_logp, real))
     firsts = turn_first_tokens(batch.response_mask[rows, : logp.shape[1]]).to(logp.dtype) * real
@@ -302,25 +315,28 @@ def response_logprobs_and_choice_entropy(
 
 
 def _response_forward(
-    model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype
+    model: torch.nn.Module, batch: PaddedBatch, rows: slice, dtype: torch.dtype, share_prefix: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The log-distributions [b, R', V] at the response positions of `rows`, the response tokens' logprobs
-    [b, R'] and their real-token mask, over the filled columns only (R' ≤ R)."""
+    [b, R'] and their real-token mask, over the filled columns only (R' ≤ R). `share_prefix`: run the prompt
+    prefix all the rows share once (`agentrl.trainer.shared_prefix`)."""
     # Only the columns some row of `rows` fills are run: the batch is padded to its longest row, and a
     # micro-batch of short rows would otherwise pay for that row's length in padding.
     start, end = _filled_columns(batch.attention_mask[rows], batch.prompt_len)
     input_ids = batch.input_ids[rows, start:end]
     p = batch.prompt_len - start
+    mask, positions = batch.attention_mask[rows, start:end], batch.position_ids[rows, start:end]
+    # The LM head runs only where a response token is predicted: over a long prompt it was most of the logits'
+    # compute and memory (vocabulary-sized rows that were sliced off unused).
+    keep = input_ids.shape[1] - p + 1
+    shared = common_prefix(input_ids, mask, p) if share_prefix else 0
     with torch.autocast(input_ids.device.type, dtype=dtype, enabled=dtype != torch.float32):
-        out = model(
-            input_ids=input_ids,
-            attention_mask=batch.attention_mask[rows, start:end],
-            position_ids=batch.position_ids[rows, start:end],
-            use_cache=False,
-            # The LM head runs only where a response token is predicted: over a long prompt it was most of the
-            # logits' compute and memory (vocabulary-sized rows that were sliced off unused).
-            logits_to_keep=input_ids.shape[1] - p + 1,
-        )
+        if shared >= MIN_SHARED_TOKENS:
+            out = forward_with_shared_prefix(model, input_ids, mask, positions, shared, keep)
+        else:
+            out = model(
+                input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False, logits_to_keep=keep
+            )
     all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
     logp = all_logp.gather(-1, input_ids[:, p:].unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows, batch.prompt_len : end].to(logp.dtype)

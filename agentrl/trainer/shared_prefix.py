@@ -1,0 +1,82 @@
+"""Run the prompt prefix every row of a micro-batch shares (a system prompt) once, not once per row.
+
+On a CPU a training row costs about the same per token whether the token is the reply's or the prompt's, and a
+multi-turn task with a short state per turn (gym: one row per turn) spends most of each row on the same system
+prompt. Here the prefix runs once as a batch of one, its keys and values are repeated for every row (gradients
+flow back through them), and the rows' remainders run on top. The logprobs and gradients are those of the full
+rows (tested); `trainer.share_prompt_prefix` turns it on.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+MIN_SHARED_TOKENS = 16
+"""A shorter common prefix is not worth a second forward call."""
+
+
+def common_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int) -> int:
+    """The number of leading real tokens every row shares, capped so that each row keeps at least its last
+    prompt token outside the prefix (the logits that predict its first response token come from there).
+
+    Rows are left-padded to `prompt_len`; 0 when there is one row.
+    """
+    if input_ids.shape[0] < 2:
+        return 0
+    firsts = attention_mask.int().argmax(dim=1).tolist()
+    cap = prompt_len - 1 - max(firsts)
+    if cap <= 0:
+        return 0
+    lead = input_ids[0, firsts[0] : firsts[0] + cap]
+    shared = cap
+    for row, first in enumerate(firsts[1:], start=1):
+        differs = (input_ids[row, first : first + cap] != lead).nonzero()
+        if len(differs):
+            shared = min(shared, int(differs[0]))
+    return shared
+
+
+def forward_with_shared_prefix(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    shared: int,
+    logits_to_keep: int,
+) -> Any:
+    """`model(...)` over left-padded rows whose first `shared` real tokens are the same, with that prefix run once.
+
+    The rows' remainders keep their columns (a row whose prompt starts later has its prefix columns masked), so the
+    output's last `logits_to_keep` logits line up with those of a plain forward over the rows.
+    """
+    from transformers import DynamicCache
+
+    rows = input_ids.shape[0]
+    firsts = attention_mask.int().argmax(dim=1)
+    start = int(firsts.min())
+    prefix = input_ids[:1, int(firsts[0]) : int(firsts[0]) + shared]
+    cache = DynamicCache(config=getattr(model, "config", None))
+    with_cache = {_cache_argument(model): cache}
+    model(input_ids=prefix, use_cache=True, logits_to_keep=1, **with_cache)
+    cache.batch_repeat_interleave(rows)
+    columns = torch.arange(start + shared, input_ids.shape[1], device=input_ids.device)
+    in_prefix = columns[None, :] < (firsts[:, None] + shared)  # columns of each row's own copy of the prefix
+    rest_mask = attention_mask[:, start + shared :].masked_fill(in_prefix, 0)
+    full_mask = torch.cat([attention_mask.new_ones(rows, shared), rest_mask], dim=1)
+    return model(
+        input_ids=input_ids[:, start + shared :],
+        attention_mask=full_mask,
+        position_ids=position_ids[:, start + shared :],
+        use_cache=True,
+        logits_to_keep=logits_to_keep,
+        **with_cache,
+    )
+
+
+def _cache_argument(model: torch.nn.Module) -> str:
+    """`cache` (transformers ≥ 5.2x, where `past_key_values` is deprecated) or `past_key_values` (before)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model's own forward
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
