@@ -143,6 +143,32 @@ def check_policy_engine(model: Path, device: str) -> dict[str, Any]:
         dist.destroy_process_group()
 
 
+def check_shared_prefix(model: Path, device: str) -> dict[str, Any]:
+    """`trainer.share_prompt_prefix` on the device: the same logprobs and gradients as full rows, in bf16."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    sys.path.insert(0, str(REPO))
+    from agentrl.trainer.batch import collate
+    from agentrl.trainer.engine import response_logprobs
+    from tests.unit.test_shared_prefix import rows_of_different_lengths
+
+    policy = AutoModelForCausalLM.from_pretrained(model).to(device)
+    batch = collate(rows_of_different_lengths(), 0)
+    batch = type(batch)(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(batch).items()})
+    grads = []
+    for share in (False, True):
+        policy.zero_grad()
+        logp = response_logprobs(policy, batch, slice(0, 4), torch.bfloat16, share_prefix=share)
+        logp.sum().backward()
+        grads.append((logp.detach(), torch.cat([p.grad.flatten() for p in policy.parameters()])))
+    (full, g_full), (shared, g_shared) = grads
+    logp_diff = float((full - shared).abs().max())
+    grad_rel = float((g_full - g_shared).norm() / g_full.norm())
+    assert logp_diff < 0.05 and grad_rel < 0.05, f"logprob diff {logp_diff}, gradient relative diff {grad_rel}"
+    return {"max_logprob_diff": logp_diff, "grad_relative_diff": grad_rel}
+
+
 def agentrl(args: list[str], log: Path, timeout_s: float = 420.0) -> set[str]:
     """Run the agentrl CLI; returns the `--dtype` of every hf server seen running under it (polled by `ps`)."""
     cmd = [sys.executable, "-c", "import sys; from agentrl.cli import main; sys.exit(main())", *args]
@@ -264,6 +290,7 @@ def main() -> int:
     checks: dict[str, Callable[[], dict[str, Any]]] = {
         "hf_server_bf16": lambda: check_hf_server(model, args.out, args.device),
         "policy_engine_world_1": lambda: check_policy_engine(model, args.device),
+        "shared_prefix_bf16": lambda: check_shared_prefix(model, args.device),
         "train_sync_2_steps": lambda: check_training(model, args.out, "sync"),
         "train_fully_async_2_steps": lambda: check_training(model, args.out, "fully_async"),
         "gym_gigpo_2_steps": lambda: check_gym(model, args.out, "gigpo"),
