@@ -93,3 +93,14 @@ def test_gradient_checkpointing_turns_prefix_sharing_off():
     engine = PolicyEngine(tiny_model(), EngineConfig(share_prompt_prefix=True, gradient_checkpointing=True))
     assert not engine.share_prefix
     assert PolicyEngine(tiny_model(), EngineConfig(share_prompt_prefix=True)).share_prefix
+
+
+def test_a_lora_policy_shares_the_prefix_with_the_same_logprobs():
+    from agentrl.trainer.lora import apply_lora
+
+    model = apply_lora(tiny_model(), 4, 8.0, ["q_proj", "v_proj"])
+    batch = collate(rows_of_different_lengths(), 0)
+    with torch.no_grad():
+        full = response_logprobs(model, batch, slice(0, 4), torch.float32)
+        shared = response_logprobs(model, batch, slice(0, 4), torch.float32, share_prefix=True)
+    assert torch.allclose(full, shared, atol=1e-5)
