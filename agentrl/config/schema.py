@@ -225,7 +225,8 @@ class TrainerConfig(_Section):
         default_factory=list,
         description="with entropy_coef: the bonus is the entropy of each turn's first token over the first tokens of "
         "these replies (renormalized), e.g. a game's moves [LEFT, DOWN, RIGHT, UP], instead of over the whole "
-        "vocabulary at every token; keeps the policy trying every choice without pushing it toward other words",
+        "vocabulary at every token; keeps the policy trying every choice without pushing it toward other words. "
+        "It is aggregated like the loss, over all generated tokens: with k-token replies it weighs about 1/k",
     )
     num_ranks: int = Field(1, ge=1, description="FSDP ranks (Ray actors)")
     micro_batch_tokens: int = Field(
