@@ -34,8 +34,8 @@ def trajectories():
 
 
 class _Capture(PolicyEngine):
-    def train_step(self, batch, loss_fn, last=True, entropy_grad=False):
-        out = super().train_step(batch, loss_fn, last=last, entropy_grad=entropy_grad)
+    def train_step(self, batch, loss_fn, **options):
+        out = super().train_step(batch, loss_fn, **options)
         self.grads = {
             n: (p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad).clone()
             for n, p in self.model.named_parameters()
