@@ -122,7 +122,7 @@ class PolicyEngine:
         model = model if model is not None else self.model
         model.eval()
         parts = []
-        for rows, real in self.micro_batches(batch):
+        for rows, real in self.micro_batches(batch):  # padding micro-batches run too (FSDP), and are dropped
             logp = response_logprobs(model, batch, rows, self.compute_dtype, share_prefix=self.share_prefix)
             if real:
                 parts.append(logp)
