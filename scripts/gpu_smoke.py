@@ -150,7 +150,7 @@ def check_shared_prefix(model: Path, device: str) -> dict[str, Any]:
 
     sys.path.insert(0, str(REPO))
     from agentrl.trainer.batch import collate
-    from agentrl.trainer.engine import response_logprobs
+    from agentrl.trainer.forward import response_logprobs
     from tests.unit.test_shared_prefix import rows_of_different_lengths
 
     policy = AutoModelForCausalLM.from_pretrained(model).to(device)

@@ -174,7 +174,7 @@ def test_unknown_lr_schedule_is_rejected_by_the_config():
 
 
 def test_entropy_bonus_alone_raises_the_entropy_of_the_generated_tokens_and_trains_zero_advantage_rows():
-    from agentrl.trainer.engine import response_logprobs_and_entropy
+    from agentrl.trainer.forward import response_logprobs_and_entropy
 
     model = tiny_model()
     with torch.no_grad():  # a peaked policy, well below the uniform distribution's entropy
@@ -199,7 +199,7 @@ def test_entropy_bonus_alone_raises_the_entropy_of_the_generated_tokens_and_trai
 
 
 def test_entropy_with_gradient_matches_the_metric_and_the_logprobs_are_unchanged():
-    from agentrl.trainer.engine import response_logprobs, response_logprobs_and_entropy
+    from agentrl.trainer.forward import response_logprobs, response_logprobs_and_entropy
 
     model, batch = tiny_model(), batch_of()
     rows = slice(0, 3)

@@ -9,7 +9,8 @@ from agentrl.config import TrainerConfig
 from agentrl.errors import UserError
 from agentrl.trainer.batch import collate
 from agentrl.trainer.choices import choice_entropy, choice_token_ids, turn_first_tokens
-from agentrl.trainer.engine import EngineConfig, PolicyEngine, response_logprobs_and_choice_entropy
+from agentrl.trainer.engine import EngineConfig, PolicyEngine
+from agentrl.trainer.forward import response_logprobs_and_choice_entropy
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
 from tests.tiny_models import tiny_llama as tiny_model

@@ -6,7 +6,8 @@ import torch
 
 from agentrl.config import TrainerConfig
 from agentrl.trainer.batch import collate
-from agentrl.trainer.engine import EngineConfig, PolicyEngine, response_logprobs
+from agentrl.trainer.engine import EngineConfig, PolicyEngine
+from agentrl.trainer.forward import response_logprobs
 from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, common_prefix
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
