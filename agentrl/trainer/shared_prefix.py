@@ -26,17 +26,14 @@ def common_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_
     """
     if input_ids.shape[0] < 2:
         return 0
-    firsts = attention_mask.int().argmax(dim=1).tolist()
-    cap = prompt_len - 1 - max(firsts)
+    firsts = attention_mask.int().argmax(dim=1)
+    cap = prompt_len - 1 - int(firsts.max())
     if cap <= 0:
         return 0
-    lead = input_ids[0, firsts[0] : firsts[0] + cap]
-    shared = cap
-    for row, first in enumerate(firsts[1:], start=1):
-        differs = (input_ids[row, first : first + cap] != lead).nonzero()
-        if len(differs):
-            shared = min(shared, int(differs[0]))
-    return shared
+    # each row's first `cap` real tokens, compared with row 0's, all rows at once (one device sync, not one a row)
+    windows = input_ids.gather(1, firsts[:, None] + torch.arange(cap, device=input_ids.device))
+    differs = (windows != windows[:1]).any(dim=0)
+    return int(differs.int().argmax()) if bool(differs.any()) else cap
 
 
 def forward_with_shared_prefix(
