@@ -25,12 +25,21 @@ a policy that reads only the current state and answers greedily repeats a bump f
 bump in training as evaluation does. Like any cost on valid moves, `bump_reward` can make an invalid reply
 (which ends the episode) look cheaper to a policy that has not yet learned to succeed; `recipe=gym` uses neither
 (README, "Recipes", for what each did there).
+
+`random_orientation=True` plays each episode on one of the map's eight rotations and mirror images, drawn from the
+reset seed (the same seed, the same orientation and start). On FrozenLake's own map nearly every good move is
+RIGHT or DOWN, so a policy that says RIGHT everywhere already reaches the goal from the bottom row, and a small
+model's preference for one word across all states pays before reading each state does (and then leaves every
+group alike). Across the eight orientations each direction is as often the good move as any other: no single word
+pays, only reading the observation does.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
 
@@ -44,6 +53,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         bump_reward: added to the reward of a move that leaves the agent where it was (into the lake's edge).
         bump_ends_episode: such a move also ends the episode (terminated, not a success).
         fall_forfeits_shaping: the step that falls into a hole takes back the shaping the episode earned.
+        random_orientation: each episode's map is one of the map's 8 rotations and mirror images, drawn at reset.
         **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
     """
 
@@ -54,21 +64,25 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         fall_forfeits_shaping: bool = False,
         bump_reward: float = 0.0,
         bump_ends_episode: bool = False,
+        random_orientation: bool = False,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        safe = np.isin(self.desc.ravel(), [b"S", b"F"]).astype(np.float64)
-        self.initial_state_distrib = safe / safe.sum()
+        tables = {k: kwargs[k] for k in ("is_slippery", "success_rate", "reward_schedule") if k in kwargs}
+        maps = _orientations(self.desc) if random_orientation else [self.desc]
+        self._layouts = [_Layout.of(desc, tables) for desc in maps]
+        self._use(self._layouts[0])
         self.distance_reward = float(distance_reward)
         self.hole_reward = float(hole_reward)
         self.fall_forfeits_shaping = bool(fall_forfeits_shaping)
         self.bump_reward = float(bump_reward)
         self.bump_ends_episode = bool(bump_ends_episode)
-        goals = np.argwhere(self.desc == b"G")
-        cells = np.indices(self.desc.shape).reshape(2, -1).T
-        self._distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        if len(self._layouts) > 1:
+            gym.Env.reset(self, seed=seed)  # seed the generator, which then draws the orientation and the start
+            self._use(self._layouts[int(self.np_random.integers(len(self._layouts)))])
+            seed = None
         obs, info = super().reset(seed=seed, options=options)
         self._start_distance = self._distance[int(obs)]
         return obs, info
@@ -88,3 +102,35 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
             reward = float(reward) + self.bump_reward
             terminated = terminated or self.bump_ends_episode
         return obs, float(reward), terminated, truncated, info
+
+    def _use(self, layout: _Layout) -> None:
+        self.desc, self.P = layout.desc, layout.transitions
+        self.nrow, self.ncol = layout.desc.shape
+        self.initial_state_distrib, self._distance = layout.starts, layout.distance
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One map to play on: the map, its transition table (FrozenLakeEnv's `P`), the start distribution over its
+    safe cells, and each cell's Manhattan distance to the nearest goal."""
+
+    desc: np.ndarray
+    transitions: dict[int, dict[int, list[tuple[float, int, float, bool]]]]
+    starts: np.ndarray
+    distance: np.ndarray
+
+    @classmethod
+    def of(cls, desc: np.ndarray, table_kwargs: dict[str, Any]) -> _Layout:
+        rows = ["".join(c.decode() for c in row) for row in np.asarray(desc)]
+        env = FrozenLakeEnv(desc=rows, **table_kwargs)
+        safe = np.isin(env.desc.ravel(), [b"S", b"F"]).astype(np.float64)
+        goals = np.argwhere(env.desc == b"G")
+        cells = np.indices(env.desc.shape).reshape(2, -1).T
+        distance = np.abs(cells[:, None, :] - goals[None, :, :]).sum(-1).min(1)
+        return cls(env.desc, env.P, safe / safe.sum(), distance)
+
+
+def _orientations(desc: np.ndarray) -> list[np.ndarray]:
+    """The 8 rotations and mirror images of a map (the first is the map itself)."""
+    turns = [np.rot90(desc, k) for k in range(4)]
+    return turns + [np.fliplr(t) for t in turns]

@@ -71,8 +71,9 @@ class GatewaySession:
 
     Attributes:
         recorder: its calls and step samples.
-        sampling: the run's sampling settings (the agent's `max_tokens` and `stop` always apply; `temperature`,
-            `top_p` and `seed` only with `honour_request_sampling`).
+        sampling: the run's sampling settings (its `max_tokens` caps each reply, as `limits.max_tokens_per_turn`
+            does; the agent's `max_tokens` and `stop` always apply; `temperature`, `top_p` and `seed` only with
+            `honour_request_sampling`).
         limits: the budgets.
         honour_request_sampling: take the agent's own temperature/top_p/seed (evaluation) rather than the run's.
         resume_aborted: a generation a weight push aborts continues from its exact prefix (partial rollouts).
@@ -140,8 +141,9 @@ class GatewaySession:
                 StopReason.CONTEXT_OVERFLOW,
                 f"token budget spent: the prompt has {prompt_len} tokens, the limit is {self.limits.max_total_tokens}",
             )
-        asked = request.get("max_completion_tokens") or request.get("max_tokens") or self.limits.max_tokens_per_turn
-        update: dict[str, Any] = {"max_tokens": max(1, min(int(asked), self.limits.max_tokens_per_turn, room))}
+        cap = min(self.limits.max_tokens_per_turn, self.sampling.max_tokens)
+        asked = request.get("max_completion_tokens") or request.get("max_tokens") or cap
+        update: dict[str, Any] = {"max_tokens": max(1, min(int(asked), cap, room))}
         stop = request.get("stop")
         if stop:
             update["stop"] = [stop] if isinstance(stop, str) else list(stop)

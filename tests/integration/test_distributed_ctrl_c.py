@@ -39,13 +39,14 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
     ]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, not the module's
     env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints every thread's stack: where a run that ignored Ctrl-C hangs
     ray_before = ray_processes()
     log_path = tmp_path / "cli.log"  # a file, not a pipe: a pipe nobody reads fills up and blocks the child
     log = log_path.open("wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def output() -> str:
-        return log_path.read_text(errors="replace")[-3000:]
+        return log_path.read_text(errors="replace")[-12000:]
 
     before = sandbox_ids(docker_client)
 
@@ -60,7 +61,12 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_container_or_actor(docker_clien
             time.sleep(0.5)
         dispositions = signal_dispositions(proc.pid)  # why, if the interrupt goes unheeded
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=180)
+        try:
+            proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            time.sleep(5)
+            raise AssertionError(f"the CLI did not exit within 180 s of Ctrl-C; its stacks:\n{output()}") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

