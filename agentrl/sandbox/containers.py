@@ -81,8 +81,8 @@ def docker_client() -> Any:
 def remove_orphans(client: Any) -> int:
     """Remove our containers and volumes whose owning process (on this host) is gone; return how many containers."""
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        if not _owner_alive(container.labels):
+    for container in client.containers.list(all=True, filters={"label": LABEL}, sparse=True):
+        if not _owner_alive(container.attrs.get("Labels") or {}):
             remove_quietly(client, container.id, None)
             removed += 1
     for volume in client.volumes.list(filters={"label": LABEL}):
@@ -96,7 +96,7 @@ def remove_orphans(client: Any) -> int:
 def remove_all(client: Any, run_id: str | None = None) -> int:
     """Remove every sandbox container and volume (of `run_id`, if given), whoever owns it; return the count."""
     label = [LABEL] + ([f"agentrl.run={run_id}"] if run_id else [])
-    containers = client.containers.list(all=True, filters={"label": label})
+    containers = client.containers.list(all=True, filters={"label": label}, sparse=True)
     for container in containers:
         remove_quietly(client, container.id, None)
     for volume in client.volumes.list(filters={"label": label}):

@@ -361,7 +361,7 @@ def _discard(client: Any, name: str, volume: str | None) -> None:
 
     leftover = []
     with contextlib.suppress(docker.errors.DockerException):
-        leftover = client.containers.list(all=True, filters={"name": name})
+        leftover = client.containers.list(all=True, filters={"name": name}, sparse=True)
     remove_quietly(client, leftover[0].id if leftover else None, volume)
     for c in leftover:
         untrack(c.id)

@@ -135,4 +135,4 @@ def no_leftovers(docker_client):
     from agentrl.sandbox.docker import LABEL
 
     mine = {"label": [LABEL, f"agentrl.pid={os.getpid()}"]}
-    assert not docker_client.containers.list(all=True, filters=mine), "sandbox containers left behind"
+    assert not docker_client.containers.list(all=True, filters=mine, sparse=True), "sandbox containers left behind"

@@ -58,7 +58,7 @@ def rows_with_images(docker_client, count: int) -> list[str]:
 
 def sandbox_ids(docker_client) -> set[str]:
     """Every agentrl sandbox container now (SWE containers are labelled per trajectory, not per run)."""
-    return {c.id for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
+    return {c.id for c in docker_client.containers.list(all=True, filters={"label": LABEL}, sparse=True)}
 
 
 def test_swe_rollout_spreads_over_two_sandbox_nodes(three_node_cluster, docker_client, default_tokenizer, tmp_path):

@@ -29,13 +29,13 @@ SMALL = {"memory": "256m", "cpus": 0.5, "pids_limit": 64, "workdir_size": "64m"}
 
 def _ours(client, run_id: str | None = None) -> list:
     label = [LABEL] + ([f"agentrl.run={run_id}"] if run_id else [])
-    return client.containers.list(all=True, filters={"label": label})
+    return client.containers.list(all=True, filters={"label": label}, sparse=True)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def no_leftovers(docker_client, sandbox_base_image):
     yield
-    left = [c.name for c in _ours(docker_client)]
+    left = [c.id[:12] for c in _ours(docker_client)]
     volumes = [v.name for v in docker_client.volumes.list(filters={"label": LABEL})]
     remove_all(docker_client)
     assert not left and not volumes, f"sandboxes left behind: {left} {volumes}"

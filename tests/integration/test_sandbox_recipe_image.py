@@ -46,7 +46,7 @@ def created_images(docker_client):
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 docker_client.images.remove(image.id, force=True)
     assert not docker_client.images.list(name=f"agentrl/recipe-{NAME}")
-    assert not docker_client.containers.list(all=True, filters={"label": LABEL})
+    assert not docker_client.containers.list(all=True, filters={"label": LABEL}, sparse=True)
 
 
 async def test_build_run_reuse_and_rebuild(docker_client, sandbox_base_image, context, created_images, capsys):
