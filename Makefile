@@ -17,7 +17,7 @@ venv:
 
 test: setup
 	bash scripts/install_vllm.sh
-	$(PY) -m pytest tests/unit tests/integration -q
+	$(PY) -m pytest tests/unit tests/integration -q --durations=20
 
 unit: venv
 	$(PY) -m pytest tests/unit -q
