@@ -83,7 +83,17 @@ _REAPER = (
 # Runs one command: `timeout` leads a process group of its own and kills it on expiry; whatever is left in that
 # group when the command ends (`cmd &`, a fork bomb) is killed too, so nothing outlives the call unless it leaves
 # the group on purpose (`setsid`). Exit codes: the command's, 124 on timeout, 137 when SIGKILLed.
-_WRAPPER = 'timeout -k "$3" "$2" bash -c "$1" & pid=$!; wait $pid; rc=$?; kill -9 -- -$pid 2>/dev/null; exit $rc'
+# On SIGTERM (an exec cancelled by its caller, `_STOP_EXEC`) it kills that group at once and exits 143.
+_WRAPPER = (
+    "trap 'kill -9 -- -$pid 2>/dev/null; exit 143' TERM; "
+    'timeout -k "$3" "$2" bash -c "$1" & pid=$!; wait $pid; rc=$?; kill -9 -- -$pid 2>/dev/null; exit $rc'
+)
+# SIGTERM to the wrapper whose $0 (its cmdline's 4th word: `bash -c WRAPPER $0 ...`) is the exec's tag, found
+# through /proc so that it needs nothing but bash in the image.
+_STOP_EXEC = (
+    'for d in /proc/[0-9]*; do mapfile -d "" -t a < "$d/cmdline" 2>/dev/null && [ "${a[3]}" = "$1" ] '
+    '&& kill -TERM "${d#/proc/}" 2>/dev/null; done; true'
+)
 
 # PID 1 of a task image, which may lack python3: `wait` reaps every child (orphans included); as the namespace's
 # init the shell outlives `kill -9 -1`, and it exits on the SIGTERM of `docker stop`.
@@ -214,16 +224,25 @@ class DockerSandbox(Sandbox):
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         timeout = self.exec_timeout_s if timeout is None else timeout
-        return await _run_in_thread(self.exec_sync, cmd, timeout, workdir, env)
+        tag = f"agentrl-exec-{uuid.uuid4().hex}"
+        try:
+            return await _run_in_thread(self._exec, cmd, timeout, workdir, env, tag)
+        except asyncio.CancelledError:
+            # the thread would otherwise wait the command out (a process exiting joins it first)
+            await _run_in_thread(self._stop_exec, tag)
+            raise
 
     def exec_sync(
         self, cmd: str, timeout: float, workdir: str | None = None, env: dict[str, str] | None = None
     ) -> ExecResult:
         """`exec`, blocking."""
+        return self._exec(cmd, timeout, workdir, env, "agentrl-exec")
+
+    def _exec(self, cmd: str, timeout: float, workdir: str | None, env: dict[str, str] | None, tag: str) -> ExecResult:
         import docker
 
         self._check_open()
-        argv = ["bash", "-c", _WRAPPER, "agentrl-exec", cmd, f"{timeout:g}", f"{KILL_GRACE_S:g}"]
+        argv = ["bash", "-c", _WRAPPER, tag, cmd, f"{timeout:g}", f"{KILL_GRACE_S:g}"]
         api = self._client.api
         start = time.monotonic()
         try:
@@ -254,6 +273,14 @@ class DockerSandbox(Sandbox):
         code = -1 if code is None else code
         timed_out = fired.is_set() or (code in (124, 137) and duration >= timeout)
         return ExecResult(code, out.text(), err.text(), timed_out, duration, out.dropped > 0 or err.dropped > 0)
+
+    def _stop_exec(self, tag: str) -> None:
+        """Kill the command of the exec tagged `tag` (and its process group)."""
+        try:
+            api = self._client.api
+            api.exec_start(api.exec_create(self.id, ["bash", "-c", _STOP_EXEC, "agentrl-stop", tag])["Id"])
+        except Exception as exc:
+            logger.warning("sandbox %s: stopping a cancelled command failed: %s", self.id[:12], exc)
 
     def _kill_all(self) -> None:
         """Kill every process in the container but PID 1 (which ignores it)."""

@@ -106,6 +106,24 @@ async def test_infinite_loop_times_out(sandbox: DockerSandbox) -> None:
     assert "sleep 300" not in (await sandbox.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '")).stdout
 
 
+async def test_cancelled_exec_kills_its_command(sandbox: DockerSandbox) -> None:
+    running = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
+    task = asyncio.create_task(sandbox.exec("sleep 41 & sleep 42", timeout=60))
+    for _ in range(40):  # until the command runs
+        if "sleep 42" in (await sandbox.exec(running, timeout=5)).stdout:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the command never started")
+    other = asyncio.create_task(sandbox.exec("sleep 2; echo kept", timeout=10))  # another exec is left alone
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    left = (await sandbox.exec(running, timeout=5)).stdout
+    assert "sleep 41" not in left and "sleep 42" not in left, left
+    assert (await other).stdout == "kept\n"
+
+
 async def test_fork_bomb_is_stopped_by_pid_limit(sandbox: DockerSandbox) -> None:
     # let the bomb run 2 s (waiting and counting with bash builtins only: no fork would succeed), then count pids
     bomb = (
