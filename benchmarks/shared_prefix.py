@@ -6,7 +6,9 @@ same step over full rows, side by side in one process.
 
 The batch is shaped like a `gym` step's (one row per turn, `env.history_turns=0`): `--rows` rows, each a
 `--prefix` token system prompt every row shares, a `--state` token state of its own (lengths spread ±3 tokens, so
-prompts are left-padded differently) and a `--reply` token reply; groups of 4 with rewards 0/1. Two policy engines
+prompts are left-padded differently) and a `--reply` token reply; groups of 4 with rewards 0/1. With `--states N`
+the rows' states are drawn from N (a gym step's turns revisit the few states of a small map), and the shared engine
+also runs each repeated prompt once. Two policy engines
 on copies of the same model (fp32, CPU) take one `policy_step` each per round, alternating (a b b a ...) for
 `--repeats` rounds after one unmeasured step each; the median of each is kept. The defaults are the measured
 `gym` recipe's: 68 shared of ~112 prompt tokens, 3-token replies, 40 turns a step.
@@ -36,13 +38,18 @@ from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
 
 
-def gym_like_rows(rows: int, prefix: int, state: int, reply: int, vocab: int) -> list[Trajectory]:
-    """Seeded rows: a shared prefix, a state of its own (length state-3 .. state+3) and a reply."""
+def gym_like_rows(rows: int, prefix: int, state: int, reply: int, vocab: int, states: int = 0) -> list[Trajectory]:
+    """Seeded rows: a shared prefix, a state (length state-3 .. state+3) and a reply. `states` > 0: each row's
+    state one of that many, drawn at random (turns from the states an episode visits); 0: every row its own."""
     gen = torch.Generator().manual_seed(0)
     system = torch.randint(10, vocab, (prefix,), generator=gen).tolist()
+    pool = [torch.randint(10, vocab, (state - 3 + i % 7,), generator=gen).tolist() for i in range(states)]
     out = []
     for i in range(rows):
-        own = torch.randint(10, vocab, (state - 3 + i % 7,), generator=gen).tolist()
+        if pool:
+            own = pool[int(torch.randint(len(pool), (1,), generator=gen))]
+        else:
+            own = torch.randint(10, vocab, (state - 3 + i % 7,), generator=gen).tolist()
         answer = torch.randint(10, vocab, (reply,), generator=gen).tolist()
         segments = [
             Segment(token_ids=system + own, trainable=False),
@@ -68,6 +75,7 @@ def main() -> None:
     parser.add_argument("--prefix", type=int, default=68)
     parser.add_argument("--state", type=int, default=44)
     parser.add_argument("--reply", type=int, default=3)
+    parser.add_argument("--states", type=int, default=0, help="rows repeat this many states (0: none repeats)")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--micro-batch-tokens", type=int, default=2048)
     parser.add_argument("--quick", action="store_true", help="a tiny random model and 2 rounds")
@@ -75,7 +83,7 @@ def main() -> None:
     repeats = 2 if args.quick else args.repeats
     base = load(args.quick)
     vocab = base.config.vocab_size
-    trajectories = gym_like_rows(args.rows, args.prefix, args.state, args.reply, vocab)
+    trajectories = gym_like_rows(args.rows, args.prefix, args.state, args.reply, vocab, args.states)
     engines = {}
     for name, share in (("full", False), ("shared", True)):
         model = base if name == "shared" else copy.deepcopy(base)

@@ -8,7 +8,13 @@ import torch
 
 from agentrl.trainer.batch import PaddedBatch
 from agentrl.trainer.choices import choice_entropy, turn_first_tokens
-from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, common_prefix, forward_with_shared_prefix
+from agentrl.trainer.shared_prefix import (
+    MIN_SHARED_TOKENS,
+    common_prefix,
+    distinct_prompts,
+    forward_with_shared_prefix,
+    forward_with_shared_prompts,
+)
 
 
 def response_logprobs(
@@ -76,9 +82,12 @@ def _response_forward(
     # The LM head runs only where a response token is predicted: over a long prompt it was most of the logits'
     # compute and memory (vocabulary-sized rows that were sliced off unused).
     keep = input_ids.shape[1] - p + 1
-    shared = common_prefix(input_ids, mask, p) if share_prefix else 0
+    prompts = distinct_prompts(input_ids, mask, p) if share_prefix else None
+    shared = common_prefix(input_ids, mask, p) if share_prefix and prompts is None else 0
     with torch.autocast(input_ids.device.type, dtype=dtype, enabled=dtype != torch.float32):
-        if shared >= MIN_SHARED_TOKENS:
+        if prompts is not None:
+            out = forward_with_shared_prompts(model, input_ids, mask, positions, p, prompts, keep)
+        elif shared >= MIN_SHARED_TOKENS:
             out = forward_with_shared_prefix(model, input_ids, mask, positions, shared, keep)
         else:
             out = model(

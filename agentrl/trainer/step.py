@@ -237,8 +237,9 @@ def _rank_batch(
     """This rank's rows `rank::world`, shortest first, and their token advantages [b, R] (0 on padding), on
     `device`; one masked row (of `fallback`) when it has none."""
     rank, world = shard
-    # Sorted by length, so that each micro-batch holds rows of about one length (see `micro_batches`).
-    by_length = sorted(zip(trajectories[rank::world], token_advantages[rank::world], strict=True), key=_length)
+    # Sorted by length, so that each micro-batch holds rows of about one length (see `micro_batches`), and rows of
+    # one length by prompt, so that a micro-batch holds a prompt's repeats together (`share_prompt_prefix`).
+    by_length = sorted(zip(trajectories[rank::world], token_advantages[rank::world], strict=True), key=_order)
     mine = [trajectory for trajectory, _ in by_length]
     if not mine:
         batch = batch_to(collate([fallback], pad_token_id), device)
@@ -251,8 +252,11 @@ def _rank_batch(
     return batch, token_adv.to(device)
 
 
-def _length(row: tuple[Trajectory, torch.Tensor]) -> int:
-    return sum(len(segment.token_ids) for segment in row[0].segments)
+def _order(row: tuple[Trajectory, torch.Tensor]) -> tuple[int, list[int]]:
+    segments = row[0].segments
+    prompt_end = next((i for i, segment in enumerate(segments) if segment.trainable), len(segments))
+    prompt = [token for segment in segments[:prompt_end] for token in segment.token_ids]
+    return sum(len(segment.token_ids) for segment in segments), prompt
 
 
 def _reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: PolicyEngine) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 
 import httpx
@@ -76,6 +77,42 @@ async def test_batched_equals_alone_and_matches_generate(engine: HFEngine) -> No
         assert ref[0, len(prompt) :].tolist() == a.token_ids
         assert a.finish_reason == "length" and len(a.token_ids) == 16
         assert a.prompt_token_ids == prompt and a.policy_version == 0
+
+
+async def test_a_repeated_prompt_is_prefilled_once_and_each_request_samples_its_own(
+    engine: HFEngine, tokenizer
+) -> None:
+    prompts = [PROMPTS[1], PROMPTS[0], PROMPTS[1], PROMPTS[1], PROMPTS[0]]
+    seeded = [SamplingParams(temperature=1.0, max_tokens=10, seed=i) for i in range(len(prompts))]
+    alone = [await engine.generate(p, s) for p, s in zip(prompts, seeded, strict=True)]
+    fresh = make_engine(tokenizer, max_batch_size=8)  # the fixture's weights
+    entered, release = threading.Event(), threading.Event()
+    prefilled: list[int] = []  # rows of each prefill forward (decode steps feed one token a row)
+
+    def hold_first_prefill(_, args, kwargs) -> None:
+        rows, width = kwargs["input_ids"].shape
+        if width > 1:
+            prefilled.append(rows)
+            entered.set()
+            release.wait(10)
+
+    fresh.model.register_forward_pre_hook(hold_first_prefill, with_kwargs=True)
+    try:
+        blocker = asyncio.ensure_future(fresh.generate(PROMPTS[2], greedy(2)))
+        await asyncio.to_thread(entered.wait, 10)  # the engine thread is inside the blocker's prefill
+        calls = [asyncio.ensure_future(fresh.generate(p, s)) for p, s in zip(prompts, seeded, strict=True)]
+        await asyncio.sleep(0.05)  # all five wait: the engine takes them in one prefill
+        release.set()
+        together = await asyncio.gather(*calls)
+        await blocker
+    finally:
+        release.set()
+        fresh.shutdown()
+    for a, b in zip(alone, together, strict=True):
+        assert a.token_ids == b.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+    assert prefilled == [1, 2]  # the blocker, then the five's two distinct prompts, once each
+    assert len({tuple(t.token_ids) for t in together}) > 2  # the repeats sampled apart
 
 
 async def test_logprobs_match_teacher_forcing(engine: HFEngine) -> None:

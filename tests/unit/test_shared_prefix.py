@@ -8,7 +8,7 @@ from agentrl.config import TrainerConfig
 from agentrl.trainer.batch import collate
 from agentrl.trainer.engine import EngineConfig, PolicyEngine
 from agentrl.trainer.forward import response_logprobs
-from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, common_prefix
+from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, common_prefix, distinct_prompts
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
 from tests.tiny_models import tiny_llama as tiny_model
@@ -105,3 +105,60 @@ def test_a_lora_policy_shares_the_prefix_with_the_same_logprobs():
         full = response_logprobs(model, batch, slice(0, 4), torch.float32)
         shared = response_logprobs(model, batch, slice(0, 4), torch.float32, share_prefix=True)
     assert torch.allclose(full, shared, atol=1e-5)
+
+
+def rows_that_repeat_prompts(system: list[int] = SYSTEM) -> list[Trajectory]:
+    """Samples of three states (GRPO's n per prompt, gym turns from one state), replies of different lengths."""
+
+    def sample(state: list[int], turns: list[list[int]], reward: float) -> Trajectory:
+        traj = row(state, turns, reward)
+        traj.segments[0] = Segment(token_ids=system + state, trainable=False)
+        return traj
+
+    return [
+        sample([9, 10, 11], [[40, 41]], 1.0),
+        sample([12], [[46], [47, 48]], 0.0),
+        sample([9, 10, 11], [[42]], 0.0),
+        sample([13, 14], [[50]], 0.5),
+        sample([9, 10, 11], [[43, 44, 45]], 0.5),
+        sample([12], [[49]], 1.0),
+    ]
+
+
+def test_distinct_prompts_groups_the_rows_that_repeat_a_prompt():
+    batch = collate(rows_that_repeat_prompts(), 0)
+    firsts, row_prompt = distinct_prompts(batch.input_ids, batch.attention_mask, batch.prompt_len)
+    assert sorted(firsts.tolist()) == [0, 1, 3]
+    assert [firsts[i].item() for i in row_prompt.tolist()] == [0, 1, 0, 3, 0, 1]
+    assert (
+        distinct_prompts(
+            *(lambda b: (b.input_ids, b.attention_mask, b.prompt_len))(collate(rows_of_different_lengths(), 0))
+        )
+        is None
+    )
+
+
+@pytest.mark.parametrize("system", [SYSTEM, [5, 6]], ids=["with a common system prompt", "short prompts"])
+def test_repeated_prompts_run_once_with_the_logprobs_and_gradients_of_full_rows(system):
+    trajectories = rows_that_repeat_prompts(system)
+    batch = collate(trajectories, 0)
+    with torch.no_grad():
+        full = response_logprobs(tiny_model(), batch, slice(0, 6), torch.float32)
+        shared = response_logprobs(tiny_model(), batch, slice(0, 6), torch.float32, share_prefix=True)
+    assert torch.allclose(full, shared, atol=1e-5)
+    plain = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3))
+    sharing = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3, share_prompt_prefix=True))
+    ran: dict[str, int] = {"plain": 0, "sharing": 0}
+    for name, engine in (("plain", plain), ("sharing", sharing)):
+        engine.model.register_forward_pre_hook(
+            lambda _, args, kwargs, name=name: ran.__setitem__(name, ran[name] + kwargs["input_ids"].numel()),
+            with_kwargs=True,
+        )
+    m_plain = policy_step(plain, TrainerConfig(), trajectories, 0)
+    m_shared = policy_step(sharing, TrainerConfig(), trajectories, 0)
+    assert m_shared["train/loss"] == pytest.approx(m_plain["train/loss"], abs=1e-6)
+    assert m_shared["train/grad_norm"] == pytest.approx(m_plain["train/grad_norm"], rel=1e-4)
+    for (name, p), q in zip(plain.model.named_parameters(), sharing.model.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-6), name
+    # the repeated prompts (and the system prompt of the distinct ones) ran once
+    assert ran["sharing"] < ran["plain"] * (0.5 if system == SYSTEM else 0.9)

@@ -39,8 +39,12 @@ class EngineCore:
         check_cache_supported(DynamicCache(config=model.config))
 
     def prefill(self, reqs: Sequence[GenRequest]) -> list[GenRequest]:
-        """Prefill `reqs` together, sample their first token, merge the unfinished ones; return the finished."""
-        input_ids, mask = self._left_pad([r.prompt_ids for r in reqs])
+        """Prefill `reqs` together, sample their first token, merge the unfinished ones; return the finished.
+
+        A prompt several of them repeat (a group's samples of one prompt, agents in the same state) runs once.
+        """
+        prompts, row_prompt = _distinct([r.prompt_ids for r in reqs])
+        input_ids, mask = self._left_pad(prompts)
         position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
         out = self.model(
             input_ids=input_ids,
@@ -49,9 +53,10 @@ class EngineCore:
             use_cache=True,
             logits_to_keep=1,
         )
-        finished, keep = self._sample(out.logits[:, -1, :], list(reqs))
+        logits = out.logits[torch.tensor(row_prompt, device=self.device), -1, :]
+        finished, keep = self._sample(logits, list(reqs))
         if keep:
-            self._join(get_kv(out.past_key_values), mask, keep, [reqs[i] for i in keep])
+            self._join(get_kv(out.past_key_values), mask, [row_prompt[i] for i in keep], [reqs[i] for i in keep])
         return finished
 
     def decode(self) -> list[GenRequest]:
@@ -96,8 +101,8 @@ class EngineCore:
         return finished, keep
 
     def _join(self, kv: KV, mask: torch.Tensor, keep: list[int], reqs: list[GenRequest]) -> None:
-        """Add the `keep` rows of a prefilled batch to the running batch."""
-        if len(keep) < mask.shape[0]:
+        """Add the `keep` rows of a prefilled batch (a row may be taken more than once) to the running batch."""
+        if keep != list(range(mask.shape[0])):
             rows = torch.tensor(keep, device=self.device)
             kv = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in kv]
             mask = mask.index_select(0, rows)
@@ -127,3 +132,10 @@ class EngineCore:
             ids[row, length - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
             mask[row, length - len(prompt) :] = 1
         return ids.to(self.device), mask.to(self.device)
+
+
+def _distinct(prompts: list[list[int]]) -> tuple[list[list[int]], list[int]]:
+    """The distinct prompts, in order of first appearance, and each prompt's index into them."""
+    index: dict[tuple[int, ...], int] = {}
+    row_prompt = [index.setdefault(tuple(p), len(index)) for p in prompts]
+    return [list(p) for p in index], row_prompt
