@@ -1,10 +1,12 @@
-"""Run the prompt prefix every row of a micro-batch shares (a system prompt) once, not once per row.
+"""Run the prompt prefix every row of a micro-batch shares (a system prompt) once, not once per row, and a whole
+prompt that several rows repeat (a GRPO group's samples, gym turns from one state) once, not once per repeat.
 
 On a CPU a training row costs about the same per token whether the token is the reply's or the prompt's, and a
 multi-turn task with a short state per turn (gym: one row per turn) spends most of each row on the same system
 prompt. Here the prefix runs once as a batch of one, its keys and values are repeated for every row (gradients
-flow back through them), and the rows' remainders run on top. The logprobs and gradients are those of the full
-rows (tested); `trainer.share_prompt_prefix` turns it on.
+flow back through them), and the rows' remainders run on top; repeated prompts likewise run once and their keys
+and values are indexed out to their rows. The logprobs and gradients are those of the full rows (tested);
+`trainer.share_prompt_prefix` turns it on.
 """
 
 from __future__ import annotations
