@@ -24,7 +24,7 @@ from agentrl.types import Trajectory
 
 pytestmark = pytest.mark.integration
 
-STEPS = 1  # the run opens with a push to both; the kill comes in step 1, the push after it routes around it
+STEPS = 2
 
 
 def running(url: str) -> int:

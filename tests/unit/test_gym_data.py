@@ -85,11 +85,18 @@ def test_env_config_validation_lists_every_problem():
 def test_gym_recipe_resolves_and_its_env_passes_the_check():
     cfg = load_config("gym", [])
     assert cfg.env.entry_point == "agentrl.envs.frozen_lake:FrozenLakeRandomStart"
-    assert cfg.env.kwargs == {"is_slippery": False, "distance_reward": 0.1}
+    # a bump costs and ends the episode, as a greedy policy that sees only the current state would repeat it
+    assert cfg.env.kwargs == {
+        "is_slippery": False,
+        "distance_reward": 0.1,
+        "bump_reward": -0.1,
+        "bump_ends_episode": True,
+    }
     assert cfg.env.adapter == "agentrl.envs.toy_text:FrozenLakeMoveViewAdapter"
     assert cfg.env.history_turns == 0 and cfg.rollout.max_tokens == 3  # the current state only; a bare move
     assert cfg.agent.name == "gym" and cfg.reward.components == []  # the loop's env return is the reward
     assert cfg.trainer.advantage == "gigpo"  # per-turn credit
+    assert cfg.trainer.entropy_coef > 0 and cfg.trainer.entropy_choices == ["LEFT", "DOWN", "RIGHT", "UP"]
     report = check_env(cfg.env)
     assert report.actions_checked == ["LEFT", "DOWN", "RIGHT", "UP"]
 
