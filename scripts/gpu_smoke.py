@@ -31,6 +31,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +104,23 @@ def check_hf_server(model: Path, out: Path, device: str) -> dict[str, Any]:
                 "temperature": 1.0,
                 "logprobs": True,
             }
-            answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=120).json()
-            choice = answer["choices"][0]
-            logprobs = [t["logprob"] for t in (choice.get("logprobs") or {}).get("content") or []]
-            assert choice["message"]["content"] is not None, answer
-            assert logprobs and all(lp <= 0.0 for lp in logprobs), f"logprobs: {logprobs}"
-            return {"completion_tokens": answer["usage"]["completion_tokens"], "first_logprobs": logprobs[:3]}
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            # four requests for one prompt at once: the server prefills the prompt once and samples each apart
+            with ThreadPoolExecutor(4) as pool:
+                answers = list(pool.map(lambda _: httpx.post(url, json=body, timeout=120).json(), range(4)))
+            replies = []
+            for answer in answers:
+                choice = answer["choices"][0]
+                logprobs = [t["logprob"] for t in (choice.get("logprobs") or {}).get("content") or []]
+                assert choice["message"]["content"] is not None, answer
+                assert logprobs and all(lp <= 0.0 for lp in logprobs), f"logprobs: {logprobs}"
+                replies.append(choice["message"]["content"])
+            assert len(set(replies)) > 1, f"four samples of one prompt were all alike: {replies}"
+            return {
+                "completion_tokens": answers[0]["usage"]["completion_tokens"],
+                "first_logprobs": logprobs[:3],
+                "distinct_replies_of_4": len(set(replies)),
+            }
         finally:
             server.terminate()
             server.wait(30)
@@ -151,22 +163,26 @@ def check_shared_prefix(model: Path, device: str) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
     from agentrl.trainer.batch import collate
     from agentrl.trainer.forward import response_logprobs
-    from tests.unit.test_shared_prefix import rows_of_different_lengths
+    from tests.unit.test_shared_prefix import rows_of_different_lengths, rows_that_repeat_prompts
 
     policy = AutoModelForCausalLM.from_pretrained(model).to(device)
-    batch = collate(rows_of_different_lengths(), 0)
-    batch = type(batch)(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(batch).items()})
-    grads = []
-    for share in (False, True):
-        policy.zero_grad()
-        logp = response_logprobs(policy, batch, slice(0, 4), torch.bfloat16, share_prefix=share)
-        logp.sum().backward()
-        grads.append((logp.detach(), torch.cat([p.grad.flatten() for p in policy.parameters()])))
-    (full, g_full), (shared, g_shared) = grads
-    logp_diff = float((full - shared).abs().max())
-    grad_rel = float((g_full - g_shared).norm() / g_full.norm())
-    assert logp_diff < 0.05 and grad_rel < 0.05, f"logprob diff {logp_diff}, gradient relative diff {grad_rel}"
-    return {"max_logprob_diff": logp_diff, "grad_relative_diff": grad_rel}
+    result = {}
+    # rows that share only a prefix, and rows that repeat whole prompts (each distinct prompt runs once)
+    for name, rows in (("prefix", rows_of_different_lengths()), ("repeated_prompts", rows_that_repeat_prompts())):
+        batch = collate(rows, 0)
+        batch = type(batch)(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(batch).items()})
+        grads = []
+        for share in (False, True):
+            policy.zero_grad()
+            logp = response_logprobs(policy, batch, slice(0, len(rows)), torch.bfloat16, share_prefix=share)
+            logp.sum().backward()
+            grads.append((logp.detach(), torch.cat([p.grad.flatten() for p in policy.parameters()])))
+        (full, g_full), (shared, g_shared) = grads
+        logp_diff = float((full - shared).abs().max())
+        grad_rel = float((g_full - g_shared).norm() / g_full.norm())
+        assert logp_diff < 0.05 and grad_rel < 0.05, f"{name}: logprob diff {logp_diff}, gradient diff {grad_rel}"
+        result[name] = {"max_logprob_diff": logp_diff, "grad_relative_diff": grad_rel}
+    return result
 
 
 def agentrl(args: list[str], log: Path, timeout_s: float = 420.0) -> set[str]:
