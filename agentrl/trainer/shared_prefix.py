@@ -51,8 +51,8 @@ def forward_with_shared_prefix(
     The rows' remainders keep their columns (a row whose prompt starts later has its prefix columns masked), so the
     output's last `logits_to_keep` logits line up with those of a plain forward over the rows.
     """
-    _, with_cache = _new_cache(model)
-    out, _ = _prefix_once(model, input_ids, attention_mask, position_ids, shared, with_cache, logits_to_keep)
+    _, with_cache = new_cache(model)
+    out, _ = prefix_once(model, input_ids, attention_mask, position_ids, shared, with_cache, logits_to_keep)
     return out
 
 
@@ -97,10 +97,10 @@ def forward_with_shared_prompts(
     firsts, row_prompt = prompts
     head = prompt_len - 1
     ids, mask, positions = (t[firsts, :head] for t in (input_ids, attention_mask, position_ids))
-    cache, with_cache = _new_cache(model)
+    cache, with_cache = new_cache(model)
     shared = common_prefix(ids, mask, head + 1)  # the distinct prompts' own common prefix (a system prompt)
     if shared >= MIN_SHARED_TOKENS:
-        _, cached = _prefix_once(model, ids, mask, positions, shared, with_cache, 1)
+        _, cached = prefix_once(model, ids, mask, positions, shared, with_cache, 1)
     else:
         start = int(mask.int().argmax(dim=1).min())
         model(input_ids=ids[:, start:], attention_mask=mask[:, start:], position_ids=positions[:, start:],
@@ -117,14 +117,15 @@ def forward_with_shared_prompts(
     )
 
 
-def _new_cache(model: torch.nn.Module) -> tuple[Any, dict[str, Any]]:
+def new_cache(model: torch.nn.Module) -> tuple[Any, dict[str, Any]]:
+    """An empty `DynamicCache`, and the keyword argument that passes it to `model`'s forward."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=getattr(model, "config", None))
-    return cache, {_cache_argument(model): cache}
+    return cache, {cache_argument(model): cache}
 
 
-def _prefix_once(
+def prefix_once(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
@@ -157,7 +158,7 @@ def _prefix_once(
     return out, full_mask
 
 
-def _cache_argument(model: torch.nn.Module) -> str:
+def cache_argument(model: torch.nn.Module) -> str:
     """`cache` (transformers ≥ 5.2x, where `past_key_values` is deprecated) or `past_key_values` (before)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model's own forward
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"

@@ -115,6 +115,40 @@ async def test_a_repeated_prompt_is_prefilled_once_and_each_request_samples_its_
     assert len({tuple(t.token_ids) for t in together}) > 2  # the repeats sampled apart
 
 
+async def test_the_prefix_prompts_share_is_prefilled_once_with_the_tokens_of_each_prompt_alone(tokenizer) -> None:
+    system = list(range(60, 80))  # a 20-token system prompt every prompt starts with
+    prompts = [system + p for p in (PROMPTS[0], PROMPTS[1], PROMPTS[3])]
+    fresh = make_engine(tokenizer, max_batch_size=8)
+    alone = [await fresh.generate(p, greedy(10)) for p in [PROMPTS[2], *prompts]]
+    entered, release = threading.Event(), threading.Event()
+    prefilled: list[tuple[int, int]] = []  # (rows, columns) of each prefill forward
+
+    def hold_first_prefill(_, args, kwargs) -> None:
+        rows, width = kwargs["input_ids"].shape
+        if width > 1:
+            prefilled.append((rows, width))
+            entered.set()
+            release.wait(10)
+
+    fresh.model.register_forward_pre_hook(hold_first_prefill, with_kwargs=True)
+    try:
+        # a running row that the three join: its decode steps then run over the joined batch
+        blocker = asyncio.ensure_future(fresh.generate(PROMPTS[2], greedy(10)))
+        await asyncio.to_thread(entered.wait, 10)
+        calls = [asyncio.ensure_future(fresh.generate(p, greedy(10))) for p in prompts]
+        await asyncio.sleep(0.05)
+        release.set()
+        together = [await blocker, *await asyncio.gather(*calls)]
+    finally:
+        release.set()
+        fresh.shutdown()
+    for a, b in zip(alone, together, strict=True):
+        assert a.token_ids == b.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+    # the blocker; then the system prompt once, and the three prompts' remainders (up to 9 tokens) on top of it
+    assert prefilled == [(1, 20), (1, 20), (3, 9)]
+
+
 async def test_logprobs_match_teacher_forcing(engine: HFEngine) -> None:
     out = await engine.generate(PROMPTS[1], SamplingParams(temperature=1.0, max_tokens=12, seed=3))
     ids = torch.tensor([PROMPTS[1] + out.token_ids])

@@ -17,6 +17,7 @@ from agentrl.rollout.servers.hf.kvcache import KV, PaddedBatch, check_cache_supp
 from agentrl.rollout.servers.hf.request import Detokenizer, GenRequest
 from agentrl.rollout.servers.hf.sampling import sample_next
 from agentrl.rollout.servers.hf.stopping import check_stop
+from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, cache_argument, common_prefix, new_cache, prefix_once
 
 
 class EngineCore:
@@ -41,23 +42,32 @@ class EngineCore:
     def prefill(self, reqs: Sequence[GenRequest]) -> list[GenRequest]:
         """Prefill `reqs` together, sample their first token, merge the unfinished ones; return the finished.
 
-        A prompt several of them repeat (a group's samples of one prompt, agents in the same state) runs once.
+        A prompt several of them repeat (a group's samples of one prompt, agents in the same state) runs once, and
+        so does the prefix all the distinct prompts share.
         """
         prompts, row_prompt = _distinct([r.prompt_ids for r in reqs])
-        input_ids, mask = self._left_pad(prompts)
-        position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=position_ids,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        logits = out.logits[torch.tensor(row_prompt, device=self.device), -1, :]
-        finished, keep = self._sample(logits, list(reqs))
+        kv, mask, last_logits = self._run_prompts(*self._left_pad(prompts))
+        finished, keep = self._sample(last_logits[torch.tensor(row_prompt, device=self.device)], list(reqs))
         if keep:
-            self._join(get_kv(out.past_key_values), mask, [row_prompt[i] for i in keep], [reqs[i] for i in keep])
+            self._join(kv, mask, [row_prompt[i] for i in keep], [reqs[i] for i in keep])
         return finished
+
+    def _run_prompts(self, input_ids: torch.Tensor, mask: torch.Tensor) -> tuple[KV, torch.Tensor, torch.Tensor]:
+        """Run left-padded prompts; their keys/values, the mask over those columns, and each one's last logits.
+
+        The prefix every prompt shares (a system prompt, a task's instructions) runs once, not once per prompt.
+        """
+        position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        cache, with_cache = new_cache(self.model)
+        shared = common_prefix(input_ids, mask, input_ids.shape[1])
+        if shared >= MIN_SHARED_TOKENS:
+            out, mask = prefix_once(self.model, input_ids, mask, position_ids, shared, with_cache, 1)
+        else:
+            out = self.model(
+                input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True, logits_to_keep=1,
+                **with_cache,
+            )  # fmt: skip
+        return get_kv(cache), mask, out.logits[:, -1, :]
 
     def decode(self) -> list[GenRequest]:
         """One decode step for every running row; return the requests that finished."""
@@ -69,7 +79,7 @@ class EngineCore:
             input_ids=last,
             attention_mask=mask,
             position_ids=position_ids,
-            past_key_values=self.batch.cache,
+            **{cache_argument(self.model): self.batch.cache},
             use_cache=True,
         )
         self.batch.advance()
