@@ -116,14 +116,44 @@ def check_hf_server(model: Path, out: Path, device: str) -> dict[str, Any]:
                 assert logprobs and all(lp <= 0.0 for lp in logprobs), f"logprobs: {logprobs}"
                 replies.append(choice["message"]["content"])
             assert len(set(replies)) > 1, f"four samples of one prompt were all alike: {replies}"
+            shared = shared_prefix_prefill(url)
             return {
                 "completion_tokens": answers[0]["usage"]["completion_tokens"],
                 "first_logprobs": logprobs[:3],
                 "distinct_replies_of_4": len(set(replies)),
+                "shared_prefix_first_logprob_diff": shared,
             }
         finally:
             server.terminate()
             server.wait(30)
+
+
+def shared_prefix_prefill(url: str) -> float:
+    """Three prompts with one system prompt, sent at once (the server runs the system prompt once) and alone:
+    the largest difference of their greedy first token's logprob (the maximum, so a tie that flips the argmax in
+    bf16 does not move it)."""
+    import httpx
+
+    system = "You walk on a frozen lake to the goal G. Falling into a hole ends the game. Reply with one move."
+
+    def first_logprob(user: str) -> float:
+        body = {
+            "model": "policy",
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": 2,
+            "temperature": 0.0,
+            "logprobs": True,
+        }
+        answer = httpx.post(url, json=body, timeout=120).json()
+        return answer["choices"][0]["logprobs"]["content"][0]["logprob"]
+
+    users = ["LEFT: edge. DOWN: hole.", "RIGHT: ice, nearer G.", "UP: ice, farther from G. LEFT: hole."]
+    alone = [first_logprob(u) for u in users]
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(first_logprob, users))
+    diff = max(abs(a - b) for a, b in zip(alone, together, strict=True))
+    assert diff < 0.05, f"first-token logprobs alone {alone}, together {together}"
+    return diff
 
 
 def check_policy_engine(model: Path, device: str) -> dict[str, Any]:
