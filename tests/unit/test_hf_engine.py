@@ -15,7 +15,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.hf.app import create_app
 from agentrl.rollout.servers.hf.engine import EngineConfig, HFEngine
-from agentrl.rollout.servers.hf.request import RequestError
+from agentrl.rollout.servers.hf.request import GenerationOutput, RequestError
 from agentrl.rollout.servers.hf.sampling import apply_top_k, apply_top_p
 from agentrl.rollout.servers.hf.weights import WeightUpdateError
 
@@ -79,49 +79,14 @@ async def test_batched_equals_alone_and_matches_generate(engine: HFEngine) -> No
         assert a.prompt_token_ids == prompt and a.policy_version == 0
 
 
-async def test_a_repeated_prompt_is_prefilled_once_and_each_request_samples_its_own(
-    engine: HFEngine, tokenizer
-) -> None:
-    prompts = [PROMPTS[1], PROMPTS[0], PROMPTS[1], PROMPTS[1], PROMPTS[0]]
-    seeded = [SamplingParams(temperature=1.0, max_tokens=10, seed=i) for i in range(len(prompts))]
-    alone = [await engine.generate(p, s) for p, s in zip(prompts, seeded, strict=True)]
-    fresh = make_engine(tokenizer, max_batch_size=8)  # the fixture's weights
+async def prefill_together(
+    engine: HFEngine, blocker: SamplingParams, prompts: list[list[int]], params: list[SamplingParams]
+) -> tuple[GenerationOutput, list[GenerationOutput], list[tuple[int, int]]]:
+    """Hold the engine thread inside a blocker's prefill (PROMPTS[2]) while `prompts` arrive, so that the engine
+    takes them in one prefill; the blocker's result, theirs, and the (rows, columns) of every prefill forward
+    (decode steps feed one token a row). Shuts `engine` down."""
     entered, release = threading.Event(), threading.Event()
-    prefilled: list[int] = []  # rows of each prefill forward (decode steps feed one token a row)
-
-    def hold_first_prefill(_, args, kwargs) -> None:
-        rows, width = kwargs["input_ids"].shape
-        if width > 1:
-            prefilled.append(rows)
-            entered.set()
-            release.wait(10)
-
-    fresh.model.register_forward_pre_hook(hold_first_prefill, with_kwargs=True)
-    try:
-        blocker = asyncio.ensure_future(fresh.generate(PROMPTS[2], greedy(2)))
-        await asyncio.to_thread(entered.wait, 10)  # the engine thread is inside the blocker's prefill
-        calls = [asyncio.ensure_future(fresh.generate(p, s)) for p, s in zip(prompts, seeded, strict=True)]
-        await asyncio.sleep(0.05)  # all five wait: the engine takes them in one prefill
-        release.set()
-        together = await asyncio.gather(*calls)
-        await blocker
-    finally:
-        release.set()
-        fresh.shutdown()
-    for a, b in zip(alone, together, strict=True):
-        assert a.token_ids == b.token_ids
-        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
-    assert prefilled == [1, 2]  # the blocker, then the five's two distinct prompts, once each
-    assert len({tuple(t.token_ids) for t in together}) > 2  # the repeats sampled apart
-
-
-async def test_the_prefix_prompts_share_is_prefilled_once_with_the_tokens_of_each_prompt_alone(tokenizer) -> None:
-    system = list(range(60, 80))  # a 20-token system prompt every prompt starts with
-    prompts = [system + p for p in (PROMPTS[0], PROMPTS[1], PROMPTS[3])]
-    fresh = make_engine(tokenizer, max_batch_size=8)
-    alone = [await fresh.generate(p, greedy(10)) for p in [PROMPTS[2], *prompts]]
-    entered, release = threading.Event(), threading.Event()
-    prefilled: list[tuple[int, int]] = []  # (rows, columns) of each prefill forward
+    prefilled: list[tuple[int, int]] = []
 
     def hold_first_prefill(_, args, kwargs) -> None:
         rows, width = kwargs["input_ids"].shape
@@ -130,21 +95,47 @@ async def test_the_prefix_prompts_share_is_prefilled_once_with_the_tokens_of_eac
             entered.set()
             release.wait(10)
 
-    fresh.model.register_forward_pre_hook(hold_first_prefill, with_kwargs=True)
+    engine.model.register_forward_pre_hook(hold_first_prefill, with_kwargs=True)
     try:
-        # a running row that the three join: its decode steps then run over the joined batch
-        blocker = asyncio.ensure_future(fresh.generate(PROMPTS[2], greedy(10)))
-        await asyncio.to_thread(entered.wait, 10)
-        calls = [asyncio.ensure_future(fresh.generate(p, greedy(10))) for p in prompts]
-        await asyncio.sleep(0.05)
+        first = asyncio.ensure_future(engine.generate(PROMPTS[2], blocker))
+        await asyncio.to_thread(entered.wait, 10)  # the engine thread is inside the blocker's prefill
+        calls = [asyncio.ensure_future(engine.generate(p, s)) for p, s in zip(prompts, params, strict=True)]
+        await asyncio.sleep(0.05)  # all of them wait: the engine takes them in one prefill
         release.set()
-        together = [await blocker, *await asyncio.gather(*calls)]
+        together = await asyncio.gather(*calls)
+        return await first, together, prefilled
     finally:
         release.set()
-        fresh.shutdown()
+        engine.shutdown()
+
+
+def assert_same_tokens(alone: list[GenerationOutput], together: list[GenerationOutput]) -> None:
     for a, b in zip(alone, together, strict=True):
         assert a.token_ids == b.token_ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+
+
+async def test_a_repeated_prompt_is_prefilled_once_and_each_request_samples_its_own(
+    engine: HFEngine, tokenizer
+) -> None:
+    prompts = [PROMPTS[1], PROMPTS[0], PROMPTS[1], PROMPTS[1], PROMPTS[0]]
+    seeded = [SamplingParams(temperature=1.0, max_tokens=10, seed=i) for i in range(len(prompts))]
+    alone = [await engine.generate(p, s) for p, s in zip(prompts, seeded, strict=True)]
+    fresh = make_engine(tokenizer, max_batch_size=8)  # the fixture's weights
+    _, together, prefilled = await prefill_together(fresh, greedy(2), prompts, seeded)
+    assert_same_tokens(alone, together)
+    assert [rows for rows, _ in prefilled] == [1, 2]  # the blocker, then the five's two distinct prompts, once each
+    assert len({tuple(t.token_ids) for t in together}) > 2  # the repeats sampled apart
+
+
+async def test_the_prefix_prompts_share_is_prefilled_once_with_the_tokens_of_each_prompt_alone(tokenizer) -> None:
+    system = list(range(60, 80))  # a 20-token system prompt every prompt starts with
+    prompts = [system + p for p in (PROMPTS[0], PROMPTS[1], PROMPTS[3])]
+    fresh = make_engine(tokenizer, max_batch_size=8)
+    alone = [await fresh.generate(p, greedy(10)) for p in [PROMPTS[2], *prompts]]
+    # the blocker keeps running while the three join: its decode steps then run over the joined batch
+    first, together, prefilled = await prefill_together(fresh, greedy(10), prompts, [greedy(10)] * 3)
+    assert_same_tokens(alone, [first, *together])
     # the blocker; then the system prompt once, and the three prompts' remainders (up to 9 tokens) on top of it
     assert prefilled == [(1, 20), (1, 20), (3, 9)]
 
