@@ -11,6 +11,7 @@ and values are indexed out to their rows. The logprobs and gradients are those o
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -161,4 +162,10 @@ def prefix_once(
 def cache_argument(model: torch.nn.Module) -> str:
     """`cache` (transformers ≥ 5.2x, where `past_key_values` is deprecated) or `past_key_values` (before)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model's own forward
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    return _cache_argument_of(type(base))
+
+
+@functools.cache
+def _cache_argument_of(model_class: type) -> str:
+    # once per class: the hf server asks at every decode step
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
