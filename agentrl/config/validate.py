@@ -151,7 +151,7 @@ def _turn_credit_problems(cfg: AgentRLConfig) -> list[str]:
         problems.append(
             f"trainer.advantage={name} credits each turn with its own reward, but the loop {loop_name(cfg)} records "
             "no per-turn rewards: use an outcome estimator (trainer.advantage=grpo, rloo, ...) or a loop that "
-            "records them (agent.name=gym)"
+            "records them (agent.name=gym or tool_agent)"
         )
     if cfg.env.enabled and cfg.env.discount != 1.0:
         problems.append(

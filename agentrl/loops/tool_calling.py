@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from agentrl.config.schema import AgentConfig
@@ -22,10 +23,13 @@ class ToolAgentLoop(AgentLoopBase):
     at a budget, or after `agent.max_consecutive_tool_errors` failing calls in a row.
 
     `ctx.tools` must be a `ToolSet` (the RolloutManager's tool setup attaches one). It takes no `agent.kwargs`.
+
+    Per-turn credit (`trainer.advantage=turn_grpo` or `gigpo`): see `record_conversation_turns`.
     """
 
     Options = LoopOptions
     uses_tools = True
+    records_turns = True
 
     def __init__(self, config: AgentConfig | None = None, interaction: Interaction | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
@@ -33,6 +37,12 @@ class ToolAgentLoop(AgentLoopBase):
         self.interaction = interaction
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+        try:
+            return await self._converse(sample, ctx)
+        finally:  # also when a budget or the tool-error limit ends it (StopLoop)
+            record_conversation_turns(ctx.trajectory)
+
+    async def _converse(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         ctx.start(sample.prompt)
         state: dict[str, Any] = {}
         while True:
@@ -52,3 +62,22 @@ class ToolAgentLoop(AgentLoopBase):
         if self.interaction is None:
             return None
         return await self.interaction.respond(ctx.trajectory.messages, sample, state)
+
+
+def record_conversation_turns(traj: Trajectory) -> None:
+    """Set `turn_rewards` and `turn_states` of a conversation scored only at its end.
+
+    Every turn's own reward is 0, so the per-turn estimators credit the whole reward to the last turn (and
+    `turn_grpo` discounts it back to the earlier ones). A turn's state is a key of the tokens it starts from, so
+    GiGPO anchors the turns that saw the same conversation so far (every group's first turns share one).
+    """
+    traj.turn_rewards, traj.turn_states = [], []
+    for step in traj.step_samples():
+        context: list[int] = []
+        in_turn = False
+        for segment in step.segments:
+            if segment.trainable and not in_turn:
+                traj.turn_rewards.append(0.0)
+                traj.turn_states.append(hashlib.sha1(str(context).encode()).hexdigest())
+            in_turn = segment.trainable
+            context += segment.token_ids

@@ -55,7 +55,7 @@ def _episode(traj: Trajectory, estimator: str) -> TurnEpisode:
     if traj.turn_rewards is None:
         raise UserError(
             f"{where} (loop {traj.agent_name or '?'}) records no per-turn rewards; play it with a loop that does "
-            "(gym), set Trajectory.turn_rewards in your loop, or use an outcome estimator (grpo, rloo, ...)"
+            "(gym, tool_agent), set Trajectory.turn_rewards in your loop, or use an outcome estimator (grpo, rloo, ...)"
         )
     turns = traj.num_turns_in_all_steps()
     for name, values in (("turn_rewards", traj.turn_rewards), ("turn_states", traj.turn_states)):

@@ -54,3 +54,32 @@ def test_two_tool_use_steps_call_the_calculator_and_report_tool_use(hf_server_ur
         answer = traj.reward_details["correct"]["ground_truth"]
         assert traj.reward_components["right_call"] == float(answer in results)
         assert check_drift(default_tokenizer, traj).kind != "template"
+
+
+@pytest.mark.parametrize("advantage", ["turn_grpo", "gigpo"])
+def test_two_tool_use_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advantage):
+    args = [
+        "train",
+        "recipe=tool_use",
+        f"rollout.urls=[{hf_server_url}]",
+        f"trainer.advantage={advantage}",
+        "trainer.steps=2",
+        "trainer.eval_every=0",
+        "data.batch_size=1",
+        "rollout.n=4",
+        "rollout.seed=1",
+        f"output_dir={tmp_path / 'run'}",
+    ]
+    assert main(args) == 0
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "train/turn_adv_abs_mean" in m]
+    assert [s["step"] for s in steps] == [1, 2]
+    for step in (1, 2):
+        with gzip.open(tmp_path / "run" / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
+            trajs = [Trajectory.from_json(line) for line in f]
+        assert len(trajs) == 4
+        for traj in trajs:  # one reward and one state per turn; the reward is the conversation's, on its last turn
+            assert len(traj.turn_rewards) == len(traj.turn_states) == traj.num_turns_in_all_steps() > 0
+        assert len({t.turn_states[0] for t in trajs}) == 1  # one prompt: the first turns start from one state
+    if advantage == "gigpo":
+        assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)

@@ -141,3 +141,18 @@ def test_tools_released_after_trajectory(tokenizer):
 
     run(tokenizer, [call("counted"), call("counted"), "ok"], tools=[Counted()])
     assert events == ["create", "release"]
+
+
+def test_turns_are_recorded_for_per_turn_credit_with_the_context_each_starts_from(tokenizer):
+    first = run(tokenizer, [call("add", a=2, b=3), "The answer is 5."])
+    other = run(tokenizer, [call("add", a=1, b=1), "The answer is 2."])
+    assert first.turn_rewards == [0.0, 0.0] == other.turn_rewards
+    assert first.turn_states[0] == other.turn_states[0]  # the same prompt: GiGPO anchors the first turns together
+    assert first.turn_states[1] != other.turn_states[1]  # different calls and results before the second turns
+    assert len(set(first.turn_states)) == 2
+
+
+def test_turns_are_recorded_when_a_budget_ends_the_conversation(tokenizer):
+    traj = run(tokenizer, [call("add", a=1, b=1)] * 3, agent=AgentConfig(name="tool_agent", max_turns=2))
+    assert traj.stop_reason is StopReason.MAX_TURNS
+    assert len(traj.turn_rewards) == len(traj.turn_states) == traj.num_turns_in_all_steps() == 2
