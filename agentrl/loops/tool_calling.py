@@ -68,16 +68,16 @@ def record_conversation_turns(traj: Trajectory) -> None:
     """Set `turn_rewards` and `turn_states` of a conversation scored only at its end.
 
     Every turn's own reward is 0, so the per-turn estimators credit the whole reward to the last turn (and
-    `turn_grpo` discounts it back to the earlier ones). A turn's state is a key of the tokens it starts from, so
+    `turn_grpo` discounts it back to the earlier ones). A turn's state is a digest of the tokens it starts from, so
     GiGPO anchors the turns that saw the same conversation so far (every group's first turns share one).
     """
     traj.turn_rewards, traj.turn_states = [], []
     for step in traj.step_samples():
-        context: list[int] = []
-        in_turn = False
-        for segment in step.segments:
-            if segment.trainable and not in_turn:
+        context = hashlib.sha1()  # grows with the conversation: each turn's key costs its new tokens only
+        started = set()
+        for segment, turn in zip(step.segments, step.turn_index(), strict=True):
+            if turn is not None and turn not in started:
+                started.add(turn)
                 traj.turn_rewards.append(0.0)
-                traj.turn_states.append(hashlib.sha1(str(context).encode()).hexdigest())
-            in_turn = segment.trainable
-            context += segment.token_ids
+                traj.turn_states.append(context.hexdigest())
+            context.update(b"".join(t.to_bytes(4, "little") for t in segment.token_ids))
