@@ -6,7 +6,8 @@ Checks, each reported PASS/FAIL with its error (a JSON summary lands in `--out/g
   1. the `hf` rollout server in bfloat16 on CUDA answers a chat call with logprobs;
   2. the policy engine on CUDA, nccl process group of world size 1: two steps, finite loss, weights change;
   3. `agentrl train recipe=quickstart` for 2 steps through the whole loop (server, rollouts, rewards, update,
-     weight push), synchronous and `trainer.mode=fully_async` with partial rollouts;
+     weight push), synchronous and `trainer.mode=fully_async` with partial rollouts; 2-step `gym` and `tool_use`
+     runs with each per-turn estimator (`gigpo`, `turn_grpo`);
   4. `agentrl gateway`: an OpenAI-style call through the gateway, its session saved as a trajectory.
 
 `--tokenizer` is a folder with the default model's tokenizer files (tokenizer.json, tokenizer_config.json and its
@@ -280,6 +281,20 @@ def check_gym(model: Path, out: Path, estimator: str) -> dict[str, Any]:
     return result
 
 
+def check_tool_use(model: Path, out: Path, estimator: str) -> dict[str, Any]:
+    run = out / f"tool_use_{estimator}"
+    shutil.rmtree(run, ignore_errors=True)
+    args = ["train", "recipe=tool_use", f"model={model}", "trainer.steps=2", f"trainer.advantage={estimator}"]
+    args += ["trainer.eval_every=0", "data.batch_size=2", "rollout.n=4", "rollout.max_tokens=16", f"output_dir={run}"]
+    # random weights never call the calculator nor name the product: reward the reply's length instead (as the
+    # quickstart check does), so groups differ and each step updates through the tool loop's recorded turns
+    args += ["reward.components=[{name: short, type: format, max_chars: 112}]"]
+    agentrl(args, out / f"tool_use_{estimator}.log")
+    result = two_steps(run)
+    assert all(step["rollout/turns_mean"] for step in result.values()), result
+    return result
+
+
 def check_gateway(model: Path, out: Path) -> dict[str, Any]:
     import httpx
 
@@ -341,6 +356,8 @@ def main() -> int:
         "train_fully_async_2_steps": lambda: check_training(model, args.out, "fully_async"),
         "gym_gigpo_2_steps": lambda: check_gym(model, args.out, "gigpo"),
         "gym_turn_grpo_2_steps": lambda: check_gym(model, args.out, "turn_grpo"),
+        "tool_use_gigpo_2_steps": lambda: check_tool_use(model, args.out, "gigpo"),
+        "tool_use_turn_grpo_2_steps": lambda: check_tool_use(model, args.out, "turn_grpo"),
         "gateway_chat": lambda: check_gateway(model, args.out),
     }
     results: dict[str, Any] = {}
