@@ -17,12 +17,15 @@ RECIPE_DATA = Path(__file__).resolve().parents[2] / "recipes" / "tool_use" / "da
 
 
 def test_two_tool_use_steps_call_the_calculator_and_report_tool_use(hf_server_url, default_tokenizer, tmp_path):
+    """The recipe with GiGPO, one of the per-turn estimators (its run of its own would cost CI ~40 s more; turn_grpo
+    has the next test): the recipe's default estimator is trained by most other integration tests."""
     eval_rows = tmp_path / "eval.jsonl"
     eval_rows.write_text("".join((RECIPE_DATA / "eval.jsonl").read_text().splitlines(keepends=True)[:4]))
     args = [
         "train",
         "recipe=tool_use",
         f"rollout.urls=[{hf_server_url}]",
+        "trainer.advantage=gigpo",
         "trainer.steps=2",
         "trainer.eval_every=2",
         "data.batch_size=1",  # 4 trajectories a step: training them is most of the time
@@ -54,15 +57,15 @@ def test_two_tool_use_steps_call_the_calculator_and_report_tool_use(hf_server_ur
         answer = traj.reward_details["correct"]["ground_truth"]
         assert traj.reward_components["right_call"] == float(answer in results)
         assert check_drift(default_tokenizer, traj).kind != "template"
+    assert_turns_recorded(tmp_path / "run", metrics, "gigpo")
 
 
-@pytest.mark.parametrize("advantage", ["turn_grpo", "gigpo"])
-def test_two_tool_use_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advantage):
+def test_two_tool_use_steps_with_turn_grpo(hf_server_url, tmp_path):
     args = [
         "train",
         "recipe=tool_use",
         f"rollout.urls=[{hf_server_url}]",
-        f"trainer.advantage={advantage}",
+        "trainer.advantage=turn_grpo",
         "trainer.steps=2",
         "trainer.eval_every=0",
         "data.batch_size=1",
@@ -72,10 +75,15 @@ def test_two_tool_use_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, a
     ]
     assert main(args) == 0
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert_turns_recorded(tmp_path / "run", metrics, "turn_grpo")
+
+
+def assert_turns_recorded(run: Path, metrics: list[dict], advantage: str) -> None:
+    """Both steps trained with per-turn figures, and each trajectory has one reward and one state per turn."""
     steps = [m for m in metrics if "train/turn_adv_abs_mean" in m]
     assert [s["step"] for s in steps] == [1, 2]
     for step in (1, 2):
-        with gzip.open(tmp_path / "run" / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
+        with gzip.open(run / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
             trajs = [Trajectory.from_json(line) for line in f]
         assert len(trajs) == 4
         for traj in trajs:  # one reward and one state per turn; the reward is the conversation's, on its last turn
