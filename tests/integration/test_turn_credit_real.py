@@ -39,7 +39,9 @@ def trajectories(out, step):
         return [Trajectory.from_json(line) for line in f]
 
 
-@pytest.mark.parametrize(("advantage", "history"), [("turn_grpo", "0"), ("gigpo", "0"), ("gigpo", "null")])
+# the recipe's estimator and history (gigpo, each turn its own prompt), and the other estimator on the whole episode
+# as one token sequence: each estimator and each turn-to-token layout runs once
+@pytest.mark.parametrize(("advantage", "history"), [("gigpo", "0"), ("turn_grpo", "null")])
 def test_two_gym_steps_with_a_per_turn_estimator(hf_server_url, tmp_path, advantage, history):
     # the untrained model bumps into the edge often, and with the recipe's costly bump a 2-sample group's short
     # episodes are often alike (no advantage to check): here a bump is free and does not end the episode
