@@ -34,6 +34,18 @@ def running(url: str) -> int:
         return 0
 
 
+def two_replicas(model_path: str):
+    """Two `hf` servers, started side by side (each start is mostly one process's imports: ~10 s saved)."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        starts = [pool.submit(launch_hf_server, model_path, max_model_len=1024) for _ in range(2)]
+    started = [f.result() for f in starts if f.exception() is None]
+    if len(started) < 2:
+        for handle in started:
+            handle.stop()
+        raise next(f.exception() for f in starts if f.exception() is not None)
+    return started
+
+
 def kill_once_busy(victim, timeout: float = 300.0) -> int:
     """SIGKILL the victim as soon as it has requests in flight; returns how many it had."""
     deadline = time.monotonic() + timeout
@@ -47,8 +59,7 @@ def kill_once_busy(victim, timeout: float = 300.0) -> int:
 
 
 def test_a_replica_killed_mid_rollout_loses_no_trajectory(default_model_path, default_tokenizer, tmp_path):
-    survivor = launch_hf_server(default_model_path, max_model_len=1024)
-    victim = launch_hf_server(default_model_path, max_model_len=1024)
+    survivor, victim = two_replicas(default_model_path)
     killed = concurrent.futures.ThreadPoolExecutor(1).submit(kill_once_busy, victim)
     try:
         code = main(
@@ -89,8 +100,7 @@ async def test_a_restarted_replica_is_brought_to_the_current_version_before_it_t
 ):
     from safetensors.torch import load_file
 
-    survivor = launch_hf_server(default_model_path, max_model_len=1024)
-    victim = launch_hf_server(default_model_path, max_model_len=1024)
+    survivor, victim = two_replicas(default_model_path)
     servers = [HFServer(s.url, model_path=default_model_path) for s in (survivor, victim)]
     state = load_file(f"{default_model_path}/model.safetensors")
     state["model.norm.weight"] *= 1.5  # version 1: weights whose logprobs differ
