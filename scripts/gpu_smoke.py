@@ -267,29 +267,23 @@ def check_training(model: Path, out: Path, mode: str) -> dict[str, Any]:
     return {**two_steps(run), "server_dtypes": sorted(dtypes)}
 
 
-def check_gym(model: Path, out: Path, estimator: str) -> dict[str, Any]:
-    run = out / f"gym_{estimator}"
-    shutil.rmtree(run, ignore_errors=True)
-    args = ["train", "recipe=gym", f"model={model}", "trainer.steps=2", f"trainer.advantage={estimator}"]
-    args += ["trainer.eval_every=0", "data.batch_size=2", "rollout.n=8", f"output_dir={run}"]
-    # random weights never name a move, so every episode ends invalid on its first turn with the same reward: a
-    # reply with an "e" in it scores too, so groups differ and each step updates
-    args += ["reward.components=[{name: has_e, type: format, pattern: '(?s).*e.*'}]"]
-    agentrl(args, out / f"gym_{estimator}.log")
-    result = two_steps(run)
-    assert all(step["rollout/turns_mean"] for step in result.values()), result
-    return result
+# random weights never name a move, call the calculator or name the product, so each recipe's own reward is the same
+# for every reply: these reward what the replies differ in instead, so groups differ and each step updates
+GYM_SETTINGS = ["rollout.n=8", "reward.components=[{name: has_e, type: format, pattern: '(?s).*e.*'}]"]
+TOOL_USE_SETTINGS = [
+    "rollout.n=4",
+    "rollout.max_tokens=16",
+    "reward.components=[{name: short, type: format, max_chars: 112}]",
+]
 
 
-def check_tool_use(model: Path, out: Path, estimator: str) -> dict[str, Any]:
-    run = out / f"tool_use_{estimator}"
+def check_per_turn(model: Path, out: Path, recipe: str, estimator: str, settings: list[str]) -> dict[str, Any]:
+    """A 2-step run of `recipe` with a per-turn estimator: each step updates through the loop's recorded turns."""
+    run = out / f"{recipe}_{estimator}"
     shutil.rmtree(run, ignore_errors=True)
-    args = ["train", "recipe=tool_use", f"model={model}", "trainer.steps=2", f"trainer.advantage={estimator}"]
-    args += ["trainer.eval_every=0", "data.batch_size=2", "rollout.n=4", "rollout.max_tokens=16", f"output_dir={run}"]
-    # random weights never call the calculator nor name the product: reward the reply's length instead (as the
-    # quickstart check does), so groups differ and each step updates through the tool loop's recorded turns
-    args += ["reward.components=[{name: short, type: format, max_chars: 112}]"]
-    agentrl(args, out / f"tool_use_{estimator}.log")
+    args = ["train", f"recipe={recipe}", f"model={model}", "trainer.steps=2", f"trainer.advantage={estimator}"]
+    args += ["trainer.eval_every=0", "data.batch_size=2", *settings, f"output_dir={run}"]
+    agentrl(args, out / f"{recipe}_{estimator}.log")
     result = two_steps(run)
     assert all(step["rollout/turns_mean"] for step in result.values()), result
     return result
@@ -354,10 +348,12 @@ def main() -> int:
         "shared_prefix_bf16": lambda: check_shared_prefix(model, args.device),
         "train_sync_2_steps": lambda: check_training(model, args.out, "sync"),
         "train_fully_async_2_steps": lambda: check_training(model, args.out, "fully_async"),
-        "gym_gigpo_2_steps": lambda: check_gym(model, args.out, "gigpo"),
-        "gym_turn_grpo_2_steps": lambda: check_gym(model, args.out, "turn_grpo"),
-        "tool_use_gigpo_2_steps": lambda: check_tool_use(model, args.out, "gigpo"),
-        "tool_use_turn_grpo_2_steps": lambda: check_tool_use(model, args.out, "turn_grpo"),
+        "gym_gigpo_2_steps": lambda: check_per_turn(model, args.out, "gym", "gigpo", GYM_SETTINGS),
+        "gym_turn_grpo_2_steps": lambda: check_per_turn(model, args.out, "gym", "turn_grpo", GYM_SETTINGS),
+        "tool_use_gigpo_2_steps": lambda: check_per_turn(model, args.out, "tool_use", "gigpo", TOOL_USE_SETTINGS),
+        "tool_use_turn_grpo_2_steps": lambda: check_per_turn(
+            model, args.out, "tool_use", "turn_grpo", TOOL_USE_SETTINGS
+        ),
         "gateway_chat": lambda: check_gateway(model, args.out),
     }
     results: dict[str, Any] = {}
