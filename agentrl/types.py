@@ -83,6 +83,8 @@ class Segment(BaseModel):
         logprobs: per-token log-probabilities from the rollout engine, for trainable segments.
         policy_version: version of the weights that generated these tokens (None for non-generated tokens).
         role: the chat role the tokens belong to.
+        temperature: the sampling temperature the tokens were drawn at, for generated tokens: their `logprobs` are
+            of that tempered distribution, and the trainer computes its own at the same temperature (None: 1.0).
     """
 
     model_config = ConfigDict(ser_json_inf_nan="constants")  # a -inf logprob survives a JSON round trip
@@ -92,6 +94,7 @@ class Segment(BaseModel):
     logprobs: list[float] | None = None
     policy_version: int | None = None
     role: Role = "assistant"
+    temperature: float | None = None
 
     @model_validator(mode="after")
     def _check_lengths(self) -> Segment:

@@ -135,8 +135,10 @@ class TrainerConfig(_Section):
         "stops and each step takes the next complete groups, at most max_staleness versions old",
     )
     max_staleness: int = Field(1, ge=0, description="async / fully_async: policy versions a sample may lag")
-    stale_samples: Literal["correct", "drop"] = Field(
-        "correct", description="async: samples older than max_staleness are kept with TIS correction, or dropped"
+    stale_samples: Literal["correct", "drop", "regenerate"] = Field(
+        "correct",
+        description="async / fully_async: samples older than max_staleness at their step are kept with TIS correction, "
+        "dropped, or (fully_async) regenerated on the current policy; each is counted in rollout/stale_*",
     )
     tis_cap: float | None = Field(
         None, gt=0, description="truncated importance sampling cap on π_trainer/π_rollout; None: 2.0 in async mode"

@@ -40,18 +40,30 @@ class TrajectoryBuilder:
         self.trajectory.append(Segment(token_ids=ids, trainable=False, role=messages[-1].role))
         return ids
 
-    def add_generation(self, token_ids: list[int], logprobs: list[float] | None, policy_version: int | None) -> str:
+    def add_generation(
+        self,
+        token_ids: list[int],
+        logprobs: list[float] | None,
+        policy_version: int | None,
+        temperature: float | None = None,
+    ) -> str:
         """Append the model's tokens exactly as generated; returns the assistant's text (end token stripped)."""
-        return self.add_generation_pieces([(token_ids, logprobs, policy_version)])
+        return self.add_generation_pieces([(token_ids, logprobs, policy_version)], temperature)
 
-    def add_generation_pieces(self, pieces: list[tuple[list[int], list[float] | None, int | None]]) -> str:
+    def add_generation_pieces(
+        self, pieces: list[tuple[list[int], list[float] | None, int | None]], temperature: float | None = None
+    ) -> str:
         """Append one assistant turn generated in pieces (a partial rollout: interrupted by weight pushes and
         continued from its exact prefix), one trainable segment per piece with the version that generated it;
         returns the turn's text (end token stripped). Empty pieces are left out, but a turn always has a segment
-        (the last piece's, when all are empty), so that every generation is a turn (`Trajectory.turn_index`)."""
+        (the last piece's, when all are empty), so that every generation is a turn (`Trajectory.turn_index`).
+        `temperature`: the one the turn was sampled at (its logprobs are of that tempered distribution)."""
         token_ids: list[int] = []
         for ids, logprobs, version in [p for p in pieces if p[0]] or pieces[-1:]:
-            self.trajectory.append(Segment(token_ids=ids, trainable=True, logprobs=logprobs, policy_version=version))
+            segment = Segment(
+                token_ids=ids, trainable=True, logprobs=logprobs, policy_version=version, temperature=temperature
+            )
+            self.trajectory.append(segment)
             token_ids += ids
         text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
         self._last_generated_text = text

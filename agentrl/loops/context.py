@@ -141,7 +141,7 @@ class AgentContext:
         started = time.perf_counter()
         pieces, out = await self._generate_pieces(sampling)
         self._time("generate_s", started)
-        text = self.builder.add_generation_pieces(pieces)
+        text = self.builder.add_generation_pieces(pieces, sampling.temperature)
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")

@@ -129,8 +129,14 @@ async def score_rollout(
 
 
 def trainable(trainer: TrainerConfig, trajectories: list[Trajectory]) -> list[Trajectory]:
-    """All of them under `failed_trajectories=zero_reward`; else those no infrastructure failure ended (a group
-    that lost members is normalised over the rest)."""
-    if trainer.failed_trajectories == "zero_reward":
-        return trajectories
-    return [t for t in trajectories if not t.failed]
+    """Those that generated a token and that no infrastructure failure ended (under
+    `failed_trajectories=zero_reward`, failed ones too). A trajectory that generated nothing has no token to
+    train; it is left out like a failed one, before advantages, so a group that lost members is normalised over
+    the rest (`rollout/empty_trajectories` counts them)."""
+    keep_failed = trainer.failed_trajectories == "zero_reward"
+    return [t for t in trajectories if (keep_failed or not t.failed) and t.step_samples()]
+
+
+def empty_count(trajectories: list[Trajectory]) -> int:
+    """Trajectories that ended without generating a token (failed or not): never trained, never in a baseline."""
+    return sum(1 for t in trajectories if not t.step_samples())

@@ -1,11 +1,18 @@
 """ContinuousCollector: `trainer.mode=fully_async`. Rollout never stops; each training step takes the next
 `data.batch_size` complete groups (all `rollout.n` samples of a prompt), in completion order.
 
-Admission follows AReaL's staleness rule: a new group may start only while the groups started so far number at
-most (version + `trainer.max_staleness` + 1) × `batch_size`, `version` being the policy steps taken. A group
-therefore starts at most `max_staleness` versions before the step that trains it; tokens generated after a weight
-push carry the newer version (with `rollout.weight_update=resume`, generations in flight at a push continue on
-the new weights), and what is still too stale when trained is corrected or dropped (`trainer.stale_samples`).
+Admission follows AReaL's staleness rule: a new group may start only while the groups started so far (less those
+retired unused) number at most (version + `trainer.max_staleness` + 1) × `batch_size`, `version` being the policy
+steps taken. That keeps the pipeline full, but a group consumed in completion order can still be older than the
+bound when a step takes it (one slow group, trained many versions later). So the bound is also checked where it
+is stated: when a step takes a group, its lag (the policy version being trained minus the oldest version that
+wrote any of its tokens) must be at most `max_staleness`; a group past it is handled as `trainer.stale_samples`
+says, and counted:
+- `drop`: left out; the step takes the next complete group instead;
+- `regenerate`: left out, and its prompt starts again on the current policy (ahead of new prompts);
+- `correct`: trained, with the truncated importance weight against its exact rollout logprobs (`tis_cap`).
+Under `trainer.dynamic_sampling` a group whose rewards are all equal is left out the same way, and the step takes
+the next one from the stream (DAPO's filter, without waiting for a round).
 """
 
 from __future__ import annotations
@@ -20,7 +27,14 @@ from agentrl.config.schema import TrainerConfig
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.collect import CollectedBatch, score_rollout, trainable
 from agentrl.trainer.cursor import DataCursor
+from agentrl.trainer.sampling import has_reward_variance
+from agentrl.trainer.staleness import oldest_version
 from agentrl.types import Sample, Trajectory
+
+_STALE_COUNTS = {"drop": "stale_dropped", "regenerate": "stale_regenerated", "correct": "stale_corrected"}
+STARTED_VERSION = "started_version"
+"""`Trajectory.metadata` key: the policy version when the trajectory's group started (its lag when it generated
+nothing)."""
 
 
 class ContinuousCollector:
@@ -31,7 +45,7 @@ class ContinuousCollector:
         rewards: the reward pipeline (each group is scored as soon as it is complete).
         samples: the training set.
         batch_size: groups per step.
-        trainer: `max_staleness`, `failed_trajectories`.
+        trainer: `max_staleness`, `stale_samples`, `dynamic_sampling`, `failed_trajectories`.
         version: the policy version the trainer has pushed (steps done).
         max_groups_in_flight: groups rolling out at once, at most (from `rollout.max_concurrency`).
         seed: seeds the data order, and each group's sampling when `rollout_seed` is set.
@@ -56,6 +70,13 @@ class ContinuousCollector:
         self.rollout_seed = rollout_seed
         self.started = 0
         """Groups admitted so far."""
+        self.retired = 0
+        """Admitted groups left out of training (past the bound, or no reward variance): their slots are free."""
+        self.counts = {"stale_dropped": 0, "stale_regenerated": 0, "stale_corrected": 0, "zero_variance": 0}
+        """Groups handled at the bound and by dynamic sampling, over the run."""
+        self._redo: list[Sample] = []
+        self._samples_of: dict[str, Sample] = {}
+        """The prompt of each complete group not yet taken by a step (to regenerate it)."""
         self._ready: asyncio.Queue[list[Trajectory] | BaseException] = asyncio.Queue()
         self._changed = asyncio.Condition()
         self._slots = asyncio.Semaphore(max(1, max_groups_in_flight))
@@ -63,7 +84,8 @@ class ContinuousCollector:
 
     def admissible(self) -> bool:
         """Whether one more group may start now (AReaL's rule, see the module docstring)."""
-        return self.started < (self.version() + self.trainer.max_staleness + 1) * self.batch_size
+        bound = (self.version() + self.trainer.max_staleness + 1) * self.batch_size
+        return self.started - self.retired < bound
 
     async def notify(self) -> None:
         """Call after each weight push: the bound moved."""
@@ -77,9 +99,9 @@ class ContinuousCollector:
                 async with self._changed:
                     await self._changed.wait_for(self.admissible)
                 await self._slots.acquire()
-                (index,) = self.cursor.take(1)
+                sample = self._redo.pop(0) if self._redo else self.samples[self.cursor.take(1)[0]]
                 seed = None if self.rollout_seed is None else self.rollout_seed + 104729 * self.started
-                task = asyncio.create_task(self._group(self.samples[index], seed))
+                task = asyncio.create_task(self._group(sample, seed, self.version()))
                 self._groups.add(task)
                 task.add_done_callback(self._groups.discard)
                 self.started += 1
@@ -92,15 +114,54 @@ class ContinuousCollector:
     async def next_batch(self, step: int) -> CollectedBatch:
         """The next `batch_size` complete, scored groups (waits for them)."""
         started = time.perf_counter()
-        groups = [await self._next_group() for _ in range(self.batch_size)]
+        before = dict(self.counts)
+        groups: list[list[Trajectory]] = []
+        left_out: list[Trajectory] = []
+        while len(groups) < self.batch_size:
+            group = await self._next_group()
+            if await self._admit_to_step(group):
+                groups.append(group)
+            else:
+                left_out.extend(group)
         generated = [traj for group in groups for traj in group]
-        for traj in generated:
+        for traj in [*generated, *left_out]:
             traj.metadata["step"] = step
         train_on = trainable(self.trainer, generated)
         waited = time.perf_counter() - started
         metrics = {"rollout/groups_started": float(self.started), "rollout/groups_ready": float(self._ready.qsize())}
+        metrics.update({f"rollout/{k}": float(v - before[k]) for k, v in self.counts.items()})
         timings = {"rollout_s": waited, "reward_s": 0.0}
-        return CollectedBatch(step, train_on, generated, self.cursor.state(), timings, metrics)
+        return CollectedBatch(step, train_on, [*generated, *left_out], self.cursor.state(), timings, metrics)
+
+    def lag(self, group: list[Trajectory]) -> int:
+        """Policy versions between the one being trained now and the oldest that wrote any of `group`'s tokens
+        (the version its group started at, for tokens with no version)."""
+        oldest = [oldest_version(t) for t in group]
+        known = [v for v in oldest if v is not None]
+        first = min(known) if known else min((t.metadata.get(STARTED_VERSION, 0) for t in group), default=0)
+        return max(0, self.version() - first)
+
+    async def _admit_to_step(self, group: list[Trajectory]) -> bool:
+        """Whether the step trains `group`; a group left out frees its admission slot (and, under
+        `stale_samples=regenerate`, its prompt runs again)."""
+        if self.lag(group) > self.trainer.max_staleness:
+            mode = self.trainer.stale_samples
+            self.counts[_STALE_COUNTS[mode]] += 1
+            if mode == "correct":
+                return True
+            if mode == "regenerate":
+                self._redo.append(self._samples_of.pop(group[0].group_id))
+            return await self._retire()
+        self._samples_of.pop(group[0].group_id, None)
+        if self.trainer.dynamic_sampling and not _varies(trainable(self.trainer, group)):
+            self.counts["zero_variance"] += 1
+            return await self._retire()
+        return True
+
+    async def _retire(self) -> bool:
+        self.retired += 1
+        await self.notify()
+        return False
 
     async def _next_group(self) -> list[Trajectory]:
         group = await self._ready.get()
@@ -108,12 +169,21 @@ class ContinuousCollector:
             raise RuntimeError(f"a rollout group failed outside the agent loop: {group!r}") from group
         return group
 
-    async def _group(self, sample: Sample, seed: int | None) -> None:
+    async def _group(self, sample: Sample, seed: int | None, version: int) -> None:
         try:
             trajectories = await self.manager.run([sample], seed=seed)
+            for traj in trajectories:
+                traj.metadata[STARTED_VERSION] = version
             await score_rollout(self.rewards, self.trainer, trajectories, [sample])
+            if trajectories:
+                self._samples_of[trajectories[0].group_id] = sample
             await self._ready.put(trajectories)
         except Exception as error:  # handed to the trainer, which stops the run with it
             await self._ready.put(error)
         finally:
             self._slots.release()
+
+
+def _varies(group: list[Trajectory]) -> bool:
+    """Whether the group's rewards differ (a group with fewer than two scored members never does)."""
+    return len(group) > 1 and has_reward_variance(group)

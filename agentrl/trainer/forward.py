@@ -93,10 +93,19 @@ def _response_forward(
             out = model(
                 input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False, logits_to_keep=keep
             )
-    all_logp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
+    all_logp = torch.log_softmax(_tempered(out.logits[:, :-1, :].float(), batch, rows), dim=-1)
     logp = all_logp.gather(-1, input_ids[:, p:].unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows, batch.prompt_len : end].to(logp.dtype)
     return all_logp, logp, real
+
+
+def _tempered(logits: torch.Tensor, batch: PaddedBatch, rows: slice) -> torch.Tensor:
+    """Logits [b, R', V] divided by the temperature each response token was sampled at: the logprobs are then
+    of the distribution the rollout server sampled from (as verl divides by the rollout temperature)."""
+    if batch.temperatures is None:
+        return logits
+    temps = batch.temperatures[rows, : logits.shape[1]].to(logits.device)
+    return logits / temps.unsqueeze(-1)
 
 
 def _pad_to_batch(values: torch.Tensor, batch: PaddedBatch) -> torch.Tensor:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrl.config.loader import ConfigError
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
 from agentrl.errors import InfrastructureError, TooManyFailuresError
@@ -26,7 +27,8 @@ from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
 from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
-from agentrl.trainer.collect import BatchCollector, CollectedBatch
+from agentrl.trainer.collect import BatchCollector, CollectedBatch, empty_count
+from agentrl.trainer.exactness import exactness_breaches, exactness_metrics, exactness_problems, truncation_warning
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
@@ -45,6 +47,11 @@ def prepare_config(cfg: AgentRLConfig) -> AgentRLConfig:
     from agentrl.config.validate import validate_run
 
     validate_run(cfg)
+    problems = exactness_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    if warning := truncation_warning(cfg):
+        print(warning, flush=True)
     t = cfg.trainer
     if t.mode in ("async", "fully_async") and t.stale_samples == "correct" and t.tis_cap is None:
         cfg = cfg.model_copy(deep=True)
@@ -71,6 +78,7 @@ class Trainer:
         self.collapse = CollapseMonitor(cfg.trainer.collapse_warn_ratio, rise_ratio=rise)
         self.version = 0
         """The policy version the rollout servers hold (= training steps done)."""
+        self._breaches: set[str] = set()
         self.done: tuple[int, dict[str, int] | None] = (0, None)
         """The last step the policy took and the data cursor after its batch (checkpointed on an infrastructure
         failure, so that a resumed run continues with the next step)."""
@@ -250,7 +258,7 @@ class Trainer:
     def _train_and_sync(self, batch: CollectedBatch) -> dict[str, Any]:
         """One policy step on `batch` and the weight push (runs in a worker thread)."""
         t = self.cfg.trainer
-        trainable = [traj for traj in batch.trajectories if traj.step_samples()]  # earlier step samples count
+        trainable = batch.trajectories  # generated something, and no infrastructure failure (`collect.trainable`)
         fresh, stale = split_stale(trainable, self.version, t.max_staleness)
         if t.stale_samples == "drop":
             trainable = fresh
@@ -258,9 +266,13 @@ class Trainer:
         metrics["rollout/staleness_mean"] = _mean([staleness(traj, self.version) for traj in trainable])
         metrics.update(staleness_metrics(trainable, self.version))
         metrics["rollout/stale_trajectories"] = float(len(stale))
+        metrics["rollout/empty_trajectories"] = float(empty_count(batch.generated))
         metrics.update(self.sync.router.failover_metrics())
         started = time.perf_counter()
-        metrics.update(self.backend.step(trainable) if trainable else {"train/skipped": 1.0})
+        step_metrics = self.backend.step(trainable) if trainable else {"train/skipped": 1.0}
+        metrics.update(exactness_metrics(trainable, self.version, step_metrics))
+        metrics.update(step_metrics)
+        self._check_exactness(metrics, batch.step)
         self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)
         train_s = time.perf_counter() - started
         metrics["perf/weight_sync_s"] = self.sync.push(self.backend.state_dict(), version=batch.step)
@@ -269,6 +281,14 @@ class Trainer:
         tokens = sum(traj.num_tokens for traj in trainable)
         metrics["perf/train_tokens_per_s"] = tokens / train_s if train_s > 0 else 0.0
         return metrics
+
+    def _check_exactness(self, metrics: dict[str, Any], step: int) -> None:
+        """Warn once about each way the step's data broke the exactness contract (`agentrl.trainer.exactness`)."""
+        t = self.cfg.trainer
+        for breach in exactness_breaches(metrics, t.max_staleness, t.stale_samples):
+            if breach.split(":")[0] not in self._breaches:
+                self._breaches.add(breach.split(":")[0])
+                print(f"step {step}: warning: {breach}", flush=True)
 
     async def _evaluate(self, step: int) -> None:
         if not self.eval_samples:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from agentrl.trainer.reference import ReferencePolicy
 
 SAME_ON_EVERY_RANK = ("train/grad_norm", "train/lr")
+REDUCED_ALREADY = "train/mismatch_by_version/"
+"""Metrics `policy_step` sums over the ranks itself."""
 ZERO_ADVANTAGE = 1e-8
 """|advantage| at or below this is no signal (GRPO's normalized zeros come out as ~1e-11, not 0)."""
 
@@ -100,6 +102,7 @@ def policy_step(
     out.pop("train/rollout_logprob_abs_diff", None)
     if kept:
         out["train/rollout_logprob_abs_diff"] = _mismatch_of(parts)
+        out.update(_mismatch_by_version(parts, _versions_of(trajectories), engine if shard[1] > 1 else None))
     else:  # no trained row: no figures of the policy's tokens (rather than 0s that read as perfect or collapsed)
         out.pop("train/entropy", None)
     if shard[1] > 1:
@@ -222,6 +225,35 @@ def _mismatch_of(parts: list[_Part]) -> float:
     return total / tokens if tokens else 0.0
 
 
+def _versions_of(trajectories: list[Trajectory]) -> list[int]:
+    """The policy versions that generated any token of `trajectories` (the same list on every rank)."""
+    return sorted({s.policy_version for t in trajectories for s in t.segments if s.trainable} - {None})
+
+
+def _mismatch_by_version(parts: list[_Part], versions: list[int], engine: PolicyEngine | None) -> dict[str, float]:
+    """`train/mismatch_by_version/<v>`: `_mismatch_of` over the tokens policy version v generated, summed over
+    the ranks when `engine` is given (sharded: each rank holds some rows)."""
+    sums = torch.zeros(2 * len(versions), dtype=torch.float64)
+    for part in parts:
+        if part.trainer_logprobs is None or part.batch.versions is None:
+            continue
+        mask = part.batch.response_mask.bool()
+        diff = (part.batch.rollout_logprobs - part.trainer_logprobs).abs()[mask].double().cpu()
+        token_versions = part.batch.versions[mask].cpu()
+        for i, version in enumerate(versions):
+            chosen = diff[token_versions == version]
+            sums[2 * i] += chosen.sum()
+            sums[2 * i + 1] += chosen.numel()
+    if engine is not None and versions:
+        import torch.distributed as dist
+
+        packed = sums.to(engine.device)
+        dist.all_reduce(packed, group=engine.mesh.get_group())
+        sums = packed.cpu()
+    pairs = sums.view(-1, 2).tolist() if versions else []
+    return {f"train/mismatch_by_version/{v}": total / n for v, (total, n) in zip(versions, pairs, strict=True) if n}
+
+
 def _rows_with_signal(token_advantages: list[torch.Tensor]) -> list[int]:
     return [i for i, adv in enumerate(token_advantages) if adv.numel() and float(adv.abs().max()) > ZERO_ADVANTAGE]
 
@@ -263,7 +295,7 @@ def _reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: P
     """Global metrics: parts of sums (losses, kl) are added, rates are weighted by each rank's loss tokens."""
     import torch.distributed as dist
 
-    keys = [k for k in sorted(metrics) if k not in SAME_ON_EVERY_RANK]
+    keys = [k for k in sorted(metrics) if k not in SAME_ON_EVERY_RANK and not k.startswith(REDUCED_ALREADY)]
     values = [metrics[k] if is_additive(k) else metrics[k] * local_tokens for k in keys]
     packed = torch.tensor([local_tokens, *values], dtype=torch.float64, device=engine.device)
     dist.all_reduce(packed, group=engine.mesh.get_group())

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from agentrl.trainer.batch import collate, response_length, trajectory_to_tensors
+from agentrl.trainer.batch import UntrainableSegmentError, collate, response_length, trajectory_to_tensors
 from agentrl.types import Segment, Trajectory
 
 
@@ -39,15 +39,40 @@ def test_non_trainable_segments_between_trainable_ones_are_masked():
 
 
 def test_response_length_matches_the_response_tensor():
-    multi = traj(seg([1, 2], False), seg([3, 4], True), seg([5, 6, 7], False), seg([8], True), seg([9], False))
+    multi = traj(
+        seg([1, 2], False),
+        seg([3, 4], True, [-1.0, -1.0]),
+        seg([5, 6, 7], False),
+        seg([8], True, [-1.0]),
+        seg([9], False),
+    )
     assert response_length(multi) == len(trajectory_to_tensors(multi).response_ids) == 7
     assert response_length(traj(seg([1, 2], False))) == 0
 
 
-def test_multiple_prompt_segments_join_and_missing_logprobs_are_zero():
-    t = trajectory_to_tensors(traj(seg([1], False), seg([2, 3], False), seg([4, 5], True)))
+def test_multiple_prompt_segments_join():
+    t = trajectory_to_tensors(traj(seg([1], False), seg([2, 3], False), seg([4, 5], True, [-0.5, -0.25])))
     assert t.prompt_ids.tolist() == [1, 2, 3]
-    assert t.rollout_logprobs.tolist() == [0.0, 0.0]
+    assert t.rollout_logprobs.tolist() == [-0.5, -0.25]
+
+
+def test_generated_tokens_without_logprobs_are_an_error_naming_the_backend():
+    # filling them with 0.0 would read as probability 1 and quietly down-weight the tokens under TIS
+    with pytest.raises(UntrainableSegmentError, match="without logprobs.*vllm"):
+        trajectory_to_tensors(traj(seg([1], False), seg([4, 5], True)), backend="vllm")
+
+
+def test_greedy_tokens_are_refused_and_sampled_ones_keep_their_temperature():
+    greedy = traj(seg([1], False), Segment(token_ids=[4], trainable=True, logprobs=[-0.1], temperature=0.0))
+    with pytest.raises(UntrainableSegmentError, match="greedy"):
+        trajectory_to_tensors(greedy)
+    warm = Segment(token_ids=[4, 5], trainable=True, logprobs=[-0.1, -0.2], temperature=0.7)
+    t = trajectory_to_tensors(traj(seg([1], False), warm, seg([6], False), seg([7], True, [-0.3])))
+    assert t.temperatures.tolist() == pytest.approx([0.7, 0.7, 1.0, 1.0])
+    batch = collate([traj(seg([1], False), warm), traj(seg([1], False), seg([2], True, [-1.0]))], 0)
+    assert batch.temperatures is not None
+    assert torch.allclose(batch.temperatures, torch.tensor([[0.7, 0.7], [1.0, 1.0]]))
+    assert collate([traj(seg([1], False), seg([2], True, [-1.0]))], 0).temperatures is None  # nothing to scale
 
 
 def test_no_trainable_segment_is_an_error():

@@ -48,6 +48,27 @@ def test_logprobs_match_an_unpadded_forward_pass():
     assert torch.all(logp[2, 1:] == 0)  # padding
 
 
+def test_logprobs_are_of_each_segment_s_sampling_temperature():
+    model = tiny_model()
+    tempered = [
+        Segment(token_ids=[7], trainable=False),
+        Segment(token_ids=[8, 9], trainable=True, logprobs=[-1.0] * 2, temperature=0.7),
+        Segment(token_ids=[10], trainable=False, role="tool"),
+        Segment(token_ids=[5, 6], trainable=True, logprobs=[-1.0] * 2, temperature=1.3),
+    ]
+    batch = collate([Trajectory(segments=tempered), traj([3, 3], [2])], pad_token_id=0)
+    logp = PolicyEngine(model).logprobs(batch)
+    ids = torch.tensor([[7, 8, 9, 10, 5, 6]])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, :-1]
+    temps = torch.tensor([0.7, 0.7, 1.0, 1.3, 1.3])[:, None]
+    ref = torch.log_softmax(logits / temps, -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+    assert torch.allclose(logp[0, :5], ref, atol=1e-5)
+    untempered = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+    assert not torch.allclose(logp[0, :2], untempered[:2], atol=1e-3)
+    assert torch.allclose(logp[1, :1], PolicyEngine(model).logprobs(collate([traj([3, 3], [2])], 0))[0], atol=1e-6)
+
+
 def test_micro_batches_of_short_rows_run_without_the_batch_padding_and_give_the_same_logprobs():
     model = tiny_model()
     batch = collate([traj([3, 3], [2]), traj([1, 2, 3], [4]), traj([7], [8, 9, 10, 11, 12, 13, 14, 15])], 0)

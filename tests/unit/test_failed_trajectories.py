@@ -15,10 +15,10 @@ from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.rollout.errors import ServerUnavailableError
 from agentrl.sandbox.base import SandboxError
 from agentrl.trainer.algorithms import compute_advantages, rewards_and_groups
-from agentrl.trainer.collect import BatchCollector
+from agentrl.trainer.collect import BatchCollector, empty_count, trainable
 from agentrl.trainer.loop import eval_metrics
 from agentrl.trainer.metrics import rollout_metrics
-from agentrl.types import Message, Sample, StopReason, Trajectory
+from agentrl.types import Message, Sample, Segment, StopReason, Trajectory
 
 MODEL_ENDINGS = [
     StopReason.DONE,
@@ -106,11 +106,23 @@ def test_a_group_that_lost_members_is_normalised_over_the_rest(tokenizer) -> Non
     assert torch.all(advantages == 0)  # the a group all hit: no variance either
 
 
-def test_zero_reward_mode_trains_failures_as_reward_zero(tokenizer) -> None:
+def test_zero_reward_mode_gives_failures_reward_zero_but_trains_only_what_generated_tokens(tokenizer) -> None:
     _, batch = collect(tokenizer, "zero_reward")
+    failed = batch.failed  # type: ignore[attr-defined]
+    assert [t.reward for t in failed] == [0.0, 0.0, 0.0]
+    # the server failed before any token: nothing to train, so they are left out of the batch (and its baseline),
+    # and counted, rather than dropped later without a word
     trained = batch.trajectories  # type: ignore[attr-defined]
-    assert len(trained) == 8
-    assert [t.reward for t in trained if t.failed] == [0.0, 0.0, 0.0]
+    assert len(trained) == 5 and not any(t.failed for t in trained)
+    assert empty_count(batch.generated) == 3  # type: ignore[attr-defined]
+
+
+def test_a_failure_that_generated_tokens_is_trained_with_reward_zero_under_zero_reward() -> None:
+    generated = [Segment(token_ids=[1], trainable=False), Segment(token_ids=[2], trainable=True, logprobs=[-1.0])]
+    cut = Trajectory(segments=generated, stop_reason=StopReason.TIMEOUT, reward=0.0)
+    empty = Trajectory(segments=generated[:1], stop_reason=StopReason.DONE, reward=1.0)
+    assert trainable(TrainerConfig(failed_trajectories="zero_reward"), [cut, empty]) == [cut]
+    assert trainable(TrainerConfig(), [cut, empty]) == []
 
 
 def test_success_is_the_env_or_grader_flag_when_there_is_one() -> None:

@@ -140,14 +140,35 @@ async def test_the_prefix_prompts_share_is_prefilled_once_with_the_tokens_of_eac
     assert prefilled == [(1, 20), (1, 20), (3, 9)]
 
 
-async def test_logprobs_match_teacher_forcing(engine: HFEngine) -> None:
-    out = await engine.generate(PROMPTS[1], SamplingParams(temperature=1.0, max_tokens=12, seed=3))
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 1.3])
+async def test_logprobs_match_teacher_forcing_at_the_sampling_temperature(engine: HFEngine, temperature: float) -> None:
+    out = await engine.generate(PROMPTS[1], SamplingParams(temperature=temperature, max_tokens=12, seed=3))
     ids = torch.tensor([PROMPTS[1] + out.token_ids])
     with torch.no_grad():
-        logprobs = torch.log_softmax(engine.model(ids).logits[0].float(), dim=-1)
+        logits = engine.model(ids).logits[0].float()
     n = len(PROMPTS[1])
-    expected = [logprobs[n - 1 + i, t].item() for i, t in enumerate(out.token_ids)]
+    tempered = torch.log_softmax(logits / temperature, dim=-1)
+    expected = [tempered[n - 1 + i, t].item() for i, t in enumerate(out.token_ids)]
     assert max(abs(a - b) for a, b in zip(expected, out.logprobs, strict=True)) < 1e-4
+    if temperature != 1.0:  # the raw distribution's logprobs are not what was sampled from
+        raw = torch.log_softmax(logits, dim=-1)
+        untempered = [raw[n - 1 + i, t].item() for i, t in enumerate(out.token_ids)]
+        assert max(abs(a - b) for a, b in zip(untempered, out.logprobs, strict=True)) > 1e-2
+
+
+async def test_logprobs_are_of_the_truncated_distribution_under_top_k(engine: HFEngine) -> None:
+    out = await engine.generate(PROMPTS[0], SamplingParams(temperature=0.8, top_k=3, max_tokens=10, seed=1))
+    ids = torch.tensor([PROMPTS[0] + out.token_ids])
+    with torch.no_grad():
+        scores = engine.model(ids).logits[0].float() / 0.8
+    n = len(PROMPTS[0])
+    for i, (token, logprob) in enumerate(zip(out.token_ids, out.logprobs, strict=True)):
+        row = scores[n - 1 + i]
+        kept = row.topk(3).indices
+        assert token in kept.tolist()  # only the top 3 are ever drawn
+        assert logprob == pytest.approx(
+            torch.log_softmax(row[kept], dim=-1)[kept.tolist().index(token)].item(), abs=1e-4
+        )
 
 
 async def test_requests_join_and_leave_mid_run(engine: HFEngine) -> None:

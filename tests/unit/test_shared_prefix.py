@@ -85,7 +85,9 @@ def test_shared_prefix_runs_fewer_tokens_and_one_training_step_gives_the_same_gr
     assert m_shared["train/loss"] == pytest.approx(m_plain["train/loss"], abs=1e-6)
     assert m_shared["train/grad_norm"] == pytest.approx(m_plain["train/grad_norm"], rel=1e-4)
     for (name, p), q in zip(plain.model.named_parameters(), shared.model.parameters(), strict=True):
-        assert torch.allclose(p, q, atol=1e-6), name  # the same update
+        # the same update; Adam's first step is lr * g / (|g| + 1e-8), so a gradient entry near 1e-8 moves by a
+        # few 1e-6 with float rounding alone (one entry of 2048 did, on this machine's CPU)
+        assert torch.allclose(p, q, atol=2e-5), name
     batch = collate(trajectories, 0)
     assert widths[0] == len(SYSTEM) and sum(widths) < batch.input_ids.numel() - 2 * len(SYSTEM)
 

@@ -1,7 +1,10 @@
 """Batched next-token selection with per-request sampling parameters.
 
-Logprobs are the log-softmax of the raw model logits (fp32, before temperature, top-k or top-p), taken at the
-chosen token, like vLLM's default: they match a teacher-forced forward pass of the same model.
+Logprobs are of the distribution each token was drawn from (vLLM's `logprobs_mode=processed_logprobs`): the
+log-softmax of the fp32 logits divided by the temperature, after top-k and top-p, taken at the chosen token. With
+top-k and top-p off they match a teacher-forced forward pass at the same temperature (what the trainer computes);
+greedy rows report the raw logits' log-softmax. Top logprobs are of the same distribution, floored at -9999 as
+vLLM does (a truncated token's -inf is not valid JSON).
 """
 
 from __future__ import annotations
@@ -26,35 +29,45 @@ class SampleOutput:
 def sample_next(logits: torch.Tensor, reqs: Sequence[GenRequest]) -> SampleOutput:
     """Pick one token per row of `logits` [B, V] for the matching request in `reqs`."""
     logits = logits.float()
-    logprobs = torch.log_softmax(logits, dim=-1)
     rows = [i for i, r in enumerate(reqs) if r.sampling.temperature > 0]
     if len(rows) == len(reqs):
-        tokens = _sample_rows(logits, reqs)
+        scores = processed_scores(logits, reqs)
+        tokens = _draw(scores, reqs)
     else:
+        scores = logits.clone()
         tokens = logits.argmax(dim=-1)
         if rows:
-            tokens[rows] = _sample_rows(logits[rows], [reqs[i] for i in rows])
+            scores[rows] = processed_scores(logits[rows], [reqs[i] for i in rows])
+            tokens[rows] = _draw(scores[rows], [reqs[i] for i in rows])
+    logprobs = torch.log_softmax(scores, dim=-1)
     chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
-    top = _top_logprobs(logprobs, [r.top_logprobs for r in reqs])
+    top = _top_logprobs(logprobs.clamp(min=MIN_LOGPROB), [r.top_logprobs for r in reqs])
     return SampleOutput(tokens.tolist(), chosen.tolist(), top)
 
 
-def _sample_rows(logits: torch.Tensor, reqs: Sequence[GenRequest]) -> torch.Tensor:
-    """Temperature, top-k, top-p, then one inverse-CDF draw per row from that request's generator.
+MIN_LOGPROB = -9999.0
+
+
+def processed_scores(logits: torch.Tensor, reqs: Sequence[GenRequest]) -> torch.Tensor:
+    """The scores each row samples from: logits / temperature, then top-k, then top-p (-inf where cut)."""
+    temps = torch.tensor([r.sampling.temperature for r in reqs], dtype=logits.dtype, device=logits.device)
+    scores = logits / temps[:, None]
+    scores = apply_top_k(scores, [r.sampling.top_k for r in reqs])
+    return apply_top_p(scores, [r.sampling.top_p for r in reqs])
+
+
+def _draw(scores: torch.Tensor, reqs: Sequence[GenRequest]) -> torch.Tensor:
+    """One inverse-CDF draw per row of `scores` from that request's generator.
 
     One uniform number per row (not one per vocabulary entry, as `torch.multinomial` draws) keeps seeded
     sampling cheap and independent of the other rows in the batch.
     """
-    temps = torch.tensor([r.sampling.temperature for r in reqs], dtype=logits.dtype, device=logits.device)
-    scores = logits / temps[:, None]
-    scores = apply_top_k(scores, [r.sampling.top_k for r in reqs])
-    scores = apply_top_p(scores, [r.sampling.top_p for r in reqs])
     cdf = torch.softmax(scores, dim=-1).double().cumsum(dim=-1)
     uniforms = torch.cat(
-        [torch.rand(1, generator=r.generator, dtype=torch.float64, device=logits.device) for r in reqs]
+        [torch.rand(1, generator=r.generator, dtype=torch.float64, device=scores.device) for r in reqs]
     )
     picks = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True).squeeze(1)
-    return picks.clamp_(max=logits.shape[-1] - 1)
+    return picks.clamp_(max=scores.shape[-1] - 1)
 
 
 def apply_top_k(scores: torch.Tensor, ks: Sequence[int]) -> torch.Tensor:
