@@ -17,6 +17,9 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.loops.jobs import Job
 from agentrl.types import Trajectory
 
+CATCH_UP_WAIT_S = 10.0
+"""Seconds a health check waits for a revived replica to reach the expected version before asking again later."""
+
 
 class RolloutWorker:
     """Runs trajectory jobs against the rollout servers at `urls`.
@@ -37,6 +40,8 @@ class RolloutWorker:
         self.busy_s = 0.0
         """Seconds of trajectory time run so far (summed over concurrent jobs)."""
         self._running: set[asyncio.Task[Any]] = set()
+        self._expected_version = 0
+        """The newest policy version the driver had pushed at any of this worker's jobs (see `_caught_up`)."""
 
     async def start(self) -> str:
         """Build the client, tokenizer, sandbox pool and tools; returns the worker's id (idempotent)."""
@@ -50,6 +55,7 @@ class RolloutWorker:
         stack = contextlib.AsyncExitStack()
         r = self.cfg.rollout
         client = LLMClient(self.urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s)
+        client.router.on_revive = self._caught_up
         self._client = await stack.enter_async_context(client)
         tokenizer = load_tokenizer(resolve_model(self.cfg.model))
         run_id = f"{self.run_id}-{self.worker_id}" if self.run_id else None
@@ -66,13 +72,25 @@ class RolloutWorker:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         await self.start()
-        for url, version in job.versions.items():
-            self._client.router.set_policy_version(url, version)
+        self._expected_version = max(self._expected_version, *job.versions.values(), 0)
         started = time.perf_counter()
         traj = await self._manager.with_rollout(job.rollout).run_job(job)
         self.busy_s += time.perf_counter() - started
         traj.metadata.update({"worker": self.worker_id, "worker_node": self.node, "attempt": job.attempt})
         return traj
+
+    async def _caught_up(self, url: str) -> bool:
+        """Whether a replica that answers again serves weights at least as new as the driver's at this worker's
+        latest job (the driver's own router pushes them there when it sees the replica back): until then it takes
+        none of this worker's traffic, so a restarted replica's first weights never generate a worker's tokens."""
+        deadline = time.monotonic() + CATCH_UP_WAIT_S
+        while True:
+            version = await self._client.served_version(url)
+            if version is not None and version >= self._expected_version:
+                return True
+            if time.monotonic() >= deadline:
+                return False  # still behind: the next health check asks again
+            await asyncio.sleep(0.5)
 
     def stats(self) -> dict[str, Any]:
         """The worker's id, node and busy seconds so far."""

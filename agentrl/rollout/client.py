@@ -211,6 +211,7 @@ class LLMClient:
         try:
             async with self._session().post(url + path, json=body) as response:
                 status, raw, reason = response.status, await response.read(), response.reason or ""
+                header = response.headers.get(VERSION_HEADER)
         except _DEAD_ERRORS as e:
             self.router.mark_dead(url)
             raise RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True) from e
@@ -224,15 +225,31 @@ class LLMClient:
                 raise RetryableError(url, message, status=status)
             raise ServerRequestError(url, status, message)
         try:
-            return json.loads(raw)
+            data = json.loads(raw)
         except ValueError as e:
             raise ProtocolError(f"rollout server {url} answered with invalid JSON: {raw[:300]!r}") from e
+        if header is not None and isinstance(data, dict) and data.get("policy_version") is None:
+            data["policy_version"] = _as_version(header)  # vLLM's, stamped by agentrl's middleware
+        return data
 
     async def _backoff(self, attempt: int) -> None:
         if attempt >= self.max_retries:
             return
         delay = min(self.backoff_max, self.backoff_base * 2**attempt)
         await asyncio.sleep(delay * (0.5 + random.random() / 2))
+
+    async def served_version(self, url: str) -> int | None:
+        """The policy version replica `url` serves now, as it reports it (`GET /v1/weights/version` of the `hf`
+        server and of vLLM with agentrl's middleware, SGLang's `GET /model_info`); None when it cannot say."""
+        timeout = aiohttp.ClientTimeout(total=self.health_timeout)
+        for path, key in (("/v1/weights/version", "policy_version"), ("/model_info", "weight_version")):
+            try:
+                async with self._session().get(url + path, timeout=timeout) as response:
+                    if response.status == 200:
+                        return _as_version((await response.json(content_type=None)).get(key))
+            except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
+                continue
+        return None
 
     async def _probe(self, url: str) -> bool:
         timeout = aiohttp.ClientTimeout(total=self.health_timeout)
@@ -260,15 +277,43 @@ class LLMClient:
                 f"rollout server {url} returned {got} logprobs for {len(token_ids)} tokens; "
                 "it must support `logprobs: 1` on /v1/completions"
             )
-        version = data.get("policy_version")
         return TokenOutput(
             token_ids=token_ids,
             logprobs=logprobs,
             finish_reason=choice.get("finish_reason"),
-            policy_version=version if version is not None else self.router.policy_version(url),
+            policy_version=reported_version(data),
             prompt_token_ids=choice.get("prompt_token_ids"),
             replica=url,
         )
+
+
+VERSION_HEADER = "x-agentrl-policy-version"
+"""Response header with the policy version that generated a reply (agentrl's middleware in vLLM sets it)."""
+
+
+def reported_version(data: Any) -> int | None:
+    """The policy version a server reported for its reply: `policy_version` (agentrl's `hf` server, or vLLM through
+    agentrl's middleware) or SGLang's `metadata.weight_version`; None when the server says nothing (the tokens then
+    count as of unknown version in `exact/version_known`: never guessed from the client's side)."""
+    if not isinstance(data, dict):
+        return None
+    if (version := data.get("policy_version")) is not None:
+        return _as_version(version)
+    metadata = data.get("metadata")
+    return _as_version(metadata.get("weight_version")) if isinstance(metadata, dict) else None
+
+
+def _as_version(raw: Any) -> int | None:
+    """An integer version, from an int or a numeric string; None for anything else (SGLang's "default" included:
+    the weights it loaded before any update, which agentrl always replaces with version 0's push)."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    try:
+        return int(str(raw))
+    except ValueError:
+        return None
 
 
 def completion_body(prompt_ids: list[int], sampling: SamplingParams, model: str = "") -> dict[str, Any]:

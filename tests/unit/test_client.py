@@ -18,7 +18,7 @@ from agentrl.rollout import (
     ServerUnavailableError,
     TokenOutput,
 )
-from agentrl.rollout.client import completion_body
+from agentrl.rollout.client import completion_body, reported_version
 from agentrl.rollout.errors import error_message
 from agentrl.rollout.testing import fake_logprobs, fake_servers, fake_token_ids
 
@@ -76,12 +76,18 @@ async def test_policy_version_from_response_wins() -> None:
             assert (await llm.generate([1], SamplingParams(max_tokens=1))).policy_version == 7
 
 
-async def test_policy_version_from_router_record() -> None:
+async def test_policy_version_is_never_guessed_from_the_client_side() -> None:
     with fake_servers(1) as (server,):
         async with LLMClient(server.url, **FAST) as llm:
+            llm.router.set_policy_version(server.url, 3)  # what the driver last pushed is not what generated a reply
             assert (await llm.generate([1], SamplingParams(max_tokens=1))).policy_version is None
-            llm.router.set_policy_version(server.url, 3)
-            assert (await llm.generate([1], SamplingParams(max_tokens=1))).policy_version == 3
+
+
+def test_reported_version_reads_each_backend_s_field() -> None:
+    assert reported_version({"policy_version": 4}) == 4  # the hf server, vLLM through agentrl's middleware
+    assert reported_version({"metadata": {"weight_version": "5"}}) == 5  # SGLang's OpenAI routes
+    assert reported_version({"metadata": {"weight_version": "default"}}) is None  # SGLang before any update
+    assert reported_version({"choices": []}) is None
 
 
 async def test_missing_token_ids_is_a_clear_error() -> None:
