@@ -57,6 +57,11 @@ class Reply:
     prompt_tokens: int
     completion_tokens: int
 
+    def usage(self) -> dict[str, int]:
+        """OpenAI's `usage` object."""
+        total = self.prompt_tokens + self.completion_tokens
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "total_tokens": total}
+
 
 class SessionRecorder:
     """Turns a session's chat calls into step samples (`steps`), one per unbroken conversation.
@@ -82,6 +87,13 @@ class SessionRecorder:
         """Share of calls after the first whose history extended the recorded one (1.0 with fewer than 2 calls)."""
         later = self.calls[1:]
         return sum(c.prefix_matched for c in later) / len(later) if later else 1.0
+
+    @property
+    def generated_steps(self) -> list[Trajectory]:
+        """The step samples holding a generation: the ones to train on (a step sample whose only call was refused
+        or failed holds nothing but a prompt)."""
+        answered = {c.step for c in self.calls if c.output_ids}
+        return [step for index, step in enumerate(self.steps) if index in answered]
 
     @property
     def num_tokens(self) -> int:
