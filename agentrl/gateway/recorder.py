@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.gateway.messages import MessageKey, assistant_message, message_key, to_message
+from agentrl.gateway.validation import call_arguments
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
 from agentrl.loops.protocols import Generation, Tokenizer
+from agentrl.tools.base import ToolCall
 from agentrl.tools.parsers import ToolCallParser
-from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot
+from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot, template_renders_tool_calls
 from agentrl.types import Message, Trajectory
 
 
@@ -120,7 +122,7 @@ class SessionRecorder:
             extends = False
             self._start_step(messages, tools)
         elif extends:
-            extends = self._extend([to_message(m) for m in messages[len(self._view) :]])
+            extends = self._extend([self._foreign(m) for m in messages[len(self._view) :]])
             if not extends:  # the template does not render the longer conversation as an extension
                 self._start_step(messages, tools)
         else:
@@ -189,9 +191,29 @@ class SessionRecorder:
 
     def _as_rendered(self, message: dict[str, Any]) -> Message:
         """An assistant message the gateway generated is rendered from the model's own text."""
+        raw = self._raw_replies.get(message_key(message)) if message.get("role") == "assistant" else None
+        if raw is not None:
+            return to_message(message).model_copy(update={"content": raw, "tool_calls": None})
+        return self._foreign(message)
+
+    def _foreign(self, message: dict[str, Any]) -> Message:
+        """A message the gateway did not generate. Its tool calls (an agent's few-shot example, a resumed history)
+        go to the chat template when it writes calls itself; otherwise they are written after the content in the
+        parser's format, the text the model is trained to emit, so that the prompt holds the calls."""
         rendered = to_message(message)
-        raw = self._raw_replies.get(message_key(message)) if rendered.role == "assistant" else None
-        return rendered.model_copy(update={"content": raw, "tool_calls": None}) if raw is not None else rendered
+        calls = [_tool_call(call) for call in rendered.tool_calls or []]
+        if not calls:
+            return rendered.model_copy(update={"tool_calls": None})
+        if template_renders_tool_calls(self.tokenizer):
+            return rendered.model_copy(update={"tool_calls": [call.to_dict() for call in calls]})
+        text = "\n".join(t for t in (str(rendered.content or "").strip(), self.parser.format_calls(calls)) if t)
+        return rendered.model_copy(update={"content": text, "tool_calls": None})
+
+
+def _tool_call(call: dict[str, Any]) -> ToolCall:
+    """An OpenAI tool call (arguments as a JSON string, checked by `validation`) as a `ToolCall`."""
+    function = call["function"]
+    return ToolCall(id=str(call.get("id") or ""), name=function["name"], arguments=call_arguments(function))
 
 
 def generated_pieces(out: Generation) -> tuple[list[int], list[float] | None, int | None]:

@@ -6,6 +6,7 @@ that an agent's bug is reported at the gateway rather than as a rollout server's
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -82,8 +83,24 @@ def _check_call(call: Any, where: str) -> None:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
         shape = '{"type": "function", "function": {"name": ..., "arguments": ...}}'
         raise RequestError(where, f"`{where}` must be {shape}")
-    if not isinstance(function.get("arguments", "{}"), str | dict):
-        raise RequestError(f"{where}.function.arguments", f"`{where}.function.arguments` must be a JSON string")
+    if not isinstance(call_arguments(function), dict):
+        raise RequestError(
+            f"{where}.function.arguments", f"`{where}.function.arguments` must be a JSON object (as a string)"
+        )
+
+
+def call_arguments(function: dict[str, Any]) -> Any:
+    """A tool call's arguments, decoded from the JSON string OpenAI sends (an object passes as is; None if the
+    string is not JSON)."""
+    arguments = function.get("arguments")
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return None
 
 
 def _check_sampling(body: dict[str, Any]) -> None:
