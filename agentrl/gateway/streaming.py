@@ -63,7 +63,7 @@ class ChunkStream:
 
     def __init__(self, request: web.Request, model_name: str) -> None:
         self.request = request
-        self.head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk"}
+        self.head: dict[str, Any] = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk"}
         self.head.update({"created": int(time.time()), "model": model_name})
         self.response: web.StreamResponse | None = None
 

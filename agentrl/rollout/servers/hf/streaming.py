@@ -53,7 +53,7 @@ async def completion_events(
     tokenizer: Any,
 ) -> AsyncIterator[str]:
     """The SSE lines of one streamed completion, from `HFEngine.stream` events."""
-    head = {"id": f"cmpl-{body.request_id or time.monotonic_ns()}", "object": "text_completion"}
+    head: dict[str, Any] = {"id": f"cmpl-{body.request_id or time.monotonic_ns()}", "object": "text_completion"}
     head.update({"created": int(time.time()), "model": model})
     text = TextDeltas(tokenizer, body.sampling().stop)
     first = True
