@@ -2,11 +2,9 @@
 
 Per session, under `/s/<session>/v1`: `POST /chat/completions` (tools, `tool_choice`, `n=1`, `stream` true or
 false), `GET /models`; the bare `/v1/chat/completions` is the session named `default`. With sessions opened on
-demand (`agentrl gateway`), `POST /s/<session>/close` ends one and saves its trajectory.
-
-Errors have OpenAI's shape, so SDK clients raise them as usual: 400 for a request the gateway cannot read or a
-budget the session hit (`code` names it), 404 for an unknown or closed session, 502 when no rollout server could
-answer.
+demand (`agentrl gateway`), `POST /s/<session>/close` ends one and saves its trajectory. Errors are OpenAI-shaped
+(see `agentrl.gateway.errors`); `stream: true` answers server-sent events as the tokens are generated (see
+`agentrl.gateway.streaming`).
 """
 
 from __future__ import annotations
@@ -19,21 +17,14 @@ from typing import Any
 
 from aiohttp import web
 
-from agentrl.gateway.messages import MessageError
+from agentrl.gateway.errors import REFUSED, error_response, refusal
 from agentrl.gateway.recorder import Reply
-from agentrl.gateway.session import BudgetExceeded, GatewaySession, SessionClosed
-from agentrl.loops.builder import TemplateBoundaryError
+from agentrl.gateway.session import GatewaySession
+from agentrl.gateway.streaming import stream_chat
 from agentrl.loops.protocols import TokenGenerator
-from agentrl.rollout.errors import RolloutError
 
-STREAM_PIECE_CHARS = 16
 DEFAULT_SESSION = "default"
 """The session of calls to the gateway's bare `/v1` (`agentrl gateway` opens it on demand)."""
-
-
-def error_response(status: int, message: str, type_: str, code: str | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
-    return web.json_response(body, status=status)
 
 
 def build_app(
@@ -49,22 +40,16 @@ def build_app(
         session = sessions(request.match_info.get("session", DEFAULT_SESSION))
         if session is None:
             return error_response(404, "unknown session: use the base URL your trajectory was given", "NotFound")
-        try:
-            body = await request.json()
-        except json.JSONDecodeError as exc:
-            return error_response(400, f"the request body is not JSON: {exc}", "BadRequestError")
+        body = await _read_json(request)
+        if isinstance(body, web.Response):
+            return body
+        if isinstance(body, dict) and body.get("stream") is True:
+            return await stream_chat(request, session, llm(), body, model_name)
         try:
             reply = await session.chat(llm(), body)
-        except SessionClosed as exc:
-            return error_response(404, str(exc), "NotFound", "session_closed")
-        except BudgetExceeded as exc:
-            return error_response(400, str(exc), "BudgetExceeded", exc.reason.value)
-        except (MessageError, TemplateBoundaryError, ValueError) as exc:
-            return error_response(400, str(exc), "BadRequestError")
-        except RolloutError as exc:
-            return error_response(502, f"the rollout server failed: {exc}", "ServerError")
-        if body.get("stream"):
-            return await _stream(request, reply, model_name, include_usage=_include_usage(body))
+        except REFUSED as exc:
+            status, error = refusal(exc)
+            return web.json_response(error, status=status)
         return web.json_response(completion_body(reply, model_name))
 
     async def models(_: web.Request) -> web.Response:
@@ -89,6 +74,21 @@ def build_app(
     return app
 
 
+async def _read_json(request: web.Request) -> Any:
+    """The request's JSON body, or the 400 answer saying why it is not one."""
+    raw = await request.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return error_response(
+            400, f"the request body is not UTF-8 text ({exc.reason} at byte {exc.start})", "BadRequestError"
+        )
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        return error_response(400, f"the request body is not JSON: {exc}", "BadRequestError")
+
+
 def completion_body(reply: Reply, model_name: str) -> dict[str, Any]:
     """A `chat.completion` object."""
     return {
@@ -97,48 +97,5 @@ def completion_body(reply: Reply, model_name: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model_name,
         "choices": [{"index": 0, "message": reply.message, "finish_reason": reply.finish_reason, "logprobs": None}],
-        "usage": _usage(reply),
+        "usage": reply.usage(),
     }
-
-
-def stream_chunks(reply: Reply, model_name: str, include_usage: bool = False) -> list[dict[str, Any]]:
-    """The `chat.completion.chunk` objects of a reply: the role, the content in pieces, the tool calls, the finish
-    reason (then the usage when asked): merged, they equal the non-streamed message."""
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time())}
-    head["model"] = model_name
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-
-    message = reply.message
-    content = message.get("content") or ""
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [
-        chunk({"content": content[i : i + STREAM_PIECE_CHARS]}) for i in range(0, len(content), STREAM_PIECE_CHARS)
-    ]
-    for index, call in enumerate(message.get("tool_calls") or []):
-        chunks.append(chunk({"tool_calls": [{"index": index, **call}]}))
-    chunks.append(chunk({}, reply.finish_reason))
-    if include_usage:
-        chunks.append({**head, "choices": [], "usage": _usage(reply)})
-    return chunks
-
-
-async def _stream(request: web.Request, reply: Reply, model_name: str, include_usage: bool) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await response.prepare(request)
-    for chunk in stream_chunks(reply, model_name, include_usage):
-        await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
-    return response
-
-
-def _include_usage(body: dict[str, Any]) -> bool:
-    options = body.get("stream_options") or {}
-    return bool(options.get("include_usage"))
-
-
-def _usage(reply: Reply) -> dict[str, int]:
-    total = reply.prompt_tokens + reply.completion_tokens
-    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens, "total_tokens": total}

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.gateway.messages import MessageKey, assistant_message, message_key, to_message
+from agentrl.gateway.validation import call_arguments
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
 from agentrl.loops.protocols import Generation, Tokenizer
+from agentrl.tools.base import ToolCall
 from agentrl.tools.parsers import ToolCallParser
-from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot
+from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot, template_renders_tool_calls
 from agentrl.types import Message, Trajectory
 
 
@@ -57,6 +59,11 @@ class Reply:
     prompt_tokens: int
     completion_tokens: int
 
+    def usage(self) -> dict[str, int]:
+        """OpenAI's `usage` object."""
+        total = self.prompt_tokens + self.completion_tokens
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "total_tokens": total}
+
 
 class SessionRecorder:
     """Turns a session's chat calls into step samples (`steps`), one per unbroken conversation.
@@ -84,6 +91,13 @@ class SessionRecorder:
         return sum(c.prefix_matched for c in later) / len(later) if later else 1.0
 
     @property
+    def generated_steps(self) -> list[Trajectory]:
+        """The step samples holding a generation: the ones to train on (a step sample whose only call was refused
+        or failed holds nothing but a prompt)."""
+        answered = {c.step for c in self.calls if c.output_ids}
+        return [step for index, step in enumerate(self.steps) if index in answered]
+
+    @property
     def num_tokens(self) -> int:
         """Tokens of the current step sample."""
         return self._builder.num_tokens if self._builder else 0
@@ -108,7 +122,7 @@ class SessionRecorder:
             extends = False
             self._start_step(messages, tools)
         elif extends:
-            extends = self._extend([to_message(m) for m in messages[len(self._view) :]])
+            extends = self._extend([self._foreign(m) for m in messages[len(self._view) :]])
             if not extends:  # the template does not render the longer conversation as an extension
                 self._start_step(messages, tools)
         else:
@@ -125,14 +139,16 @@ class SessionRecorder:
         pieces: list[tuple[list[int], list[float] | None, int | None]],
         finish_reason: str,
         parse_tool_calls: bool = True,
+        temperature: float | None = None,
     ) -> Reply:
         """Append the generation of the last `prompt` call (in pieces, when weight pushes interrupted it) and
         build the reply: its text, and the tool calls parsed from it when `parse_tool_calls` (the request
         offered tools and did not say `tool_choice: none`). A generation a weight push cut short answers
-        `length`, the OpenAI reason for a reply that stopped before it was done."""
+        `length`, the OpenAI reason for a reply that stopped before it was done. `temperature`: the one it was
+        sampled at (the trainer computes its logprobs at the same)."""
         assert self._builder is not None, "prompt() comes first"
         call = self.calls[-1]
-        raw = self._builder.add_generation_pieces(pieces)
+        raw = self._builder.add_generation_pieces(pieces, temperature)
         call.output_ids = [t for ids, _, _ in pieces for t in ids]
         logprobs = [lp for _, lps, _ in pieces for lp in (lps or [])]
         call.logprobs = logprobs if len(logprobs) == len(call.output_ids) else None
@@ -177,9 +193,29 @@ class SessionRecorder:
 
     def _as_rendered(self, message: dict[str, Any]) -> Message:
         """An assistant message the gateway generated is rendered from the model's own text."""
+        raw = self._raw_replies.get(message_key(message)) if message.get("role") == "assistant" else None
+        if raw is not None:
+            return to_message(message).model_copy(update={"content": raw, "tool_calls": None})
+        return self._foreign(message)
+
+    def _foreign(self, message: dict[str, Any]) -> Message:
+        """A message the gateway did not generate. Its tool calls (an agent's few-shot example, a resumed history)
+        go to the chat template when it writes calls itself; otherwise they are written after the content in the
+        parser's format, the text the model is trained to emit, so that the prompt holds the calls."""
         rendered = to_message(message)
-        raw = self._raw_replies.get(message_key(message)) if rendered.role == "assistant" else None
-        return rendered.model_copy(update={"content": raw, "tool_calls": None}) if raw is not None else rendered
+        calls = [_tool_call(call) for call in rendered.tool_calls or []]
+        if not calls:
+            return rendered.model_copy(update={"tool_calls": None})
+        if template_renders_tool_calls(self.tokenizer):
+            return rendered.model_copy(update={"tool_calls": [call.to_dict() for call in calls]})
+        text = "\n".join(t for t in (str(rendered.content or "").strip(), self.parser.format_calls(calls)) if t)
+        return rendered.model_copy(update={"content": text, "tool_calls": None})
+
+
+def _tool_call(call: dict[str, Any]) -> ToolCall:
+    """An OpenAI tool call (arguments as a JSON string, checked by `validation`) as a `ToolCall`."""
+    function = call["function"]
+    return ToolCall(id=str(call.get("id") or ""), name=function["name"], arguments=call_arguments(function))
 
 
 def generated_pieces(out: Generation) -> tuple[list[int], list[float] | None, int | None]:

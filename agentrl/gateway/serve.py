@@ -60,10 +60,14 @@ def parse_gateway_overrides(overrides: list[str]) -> tuple[GatewayOptions, list[
 
 
 def session_trajectory(session: GatewaySession) -> Trajectory | None:
-    """A closed session as one trajectory: its last step sample, the earlier ones in `earlier_steps`."""
-    steps = session.recorder.steps
-    if not steps:
+    """A closed session as one trajectory: its last step sample that holds a generation, the earlier ones in
+    `earlier_steps`. A session none of whose calls was answered is a failure (saved, never trained on); one that
+    made no call is None."""
+    if not session.recorder.calls:
         return None
+    steps = session.recorder.generated_steps
+    if not steps:
+        return Trajectory(id=session.id, stop_reason=StopReason.ERROR, error=session.unanswered())
     *earlier, last = steps
     traj = last.model_copy(update={"id": session.id, "earlier_steps": earlier})
     traj.num_turns = sum(1 for call in session.recorder.calls if call.output_ids)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.gateway.recorder import Reply, SessionRecorder
+from agentrl.gateway.validation import read_request
 from agentrl.loops.context import MAX_RESUMES
-from agentrl.loops.protocols import TokenGenerator
+from agentrl.loops.protocols import Generation, StreamingTokenGenerator, TokenGenerator, TokenSink
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import StopReason
 
@@ -33,24 +34,6 @@ class SessionLimits:
     max_tokens_per_turn: int = 256
     max_total_tokens: int = 2048
     max_wall_s: float | None = None
-
-
-def _read_request(request: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """The request's messages and tools, or ValueError saying what is malformed (the agent gets a 400)."""
-    if not isinstance(request, dict):
-        raise ValueError("the request body must be a JSON object (a chat-completions request)")
-    if request.get("n", 1) != 1:
-        raise ValueError("the gateway returns one choice per call: n must be 1")
-    messages, tools = request.get("messages"), request.get("tools")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        raise ValueError("`messages` must be a non-empty list of message objects")
-    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
-        raise ValueError("`tools` must be a list of tool objects")
-    for key in ("max_tokens", "max_completion_tokens"):
-        value = request.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"`{key}` must be a positive integer, got {value!r}")
-    return messages, tools
 
 
 class BudgetExceeded(Exception):
@@ -96,30 +79,39 @@ class GatewaySession:
     def __post_init__(self) -> None:
         self.lock = asyncio.Lock()  # an agent's parallel calls are recorded one after the other
 
-    async def chat(self, llm: TokenGenerator, request: dict[str, Any]) -> Reply:
+    async def chat(self, llm: TokenGenerator, request: dict[str, Any], on_tokens: TokenSink | None = None) -> Reply:
         """Answer one chat-completions request body: prompt, budgets, generation, record.
+
+        With `on_tokens`, the generated token ids are handed to it as they arrive (streamed from the rollout server
+        when `llm` streams, else all at once), before the reply is recorded.
 
         Raises:
             SessionClosed: the session was closed.
             BudgetExceeded: a budget refuses the call (the session then ends with that stop reason).
             ValueError: the request cannot be read.
         """
-        messages, tools = _read_request(request)
+        messages, tools = read_request(request)
         async with self.lock:
             self._check_open()
             self._check_turns_and_time()
             prompt = self.recorder.prompt(messages, tools)
             sampling = self._sampling(request, len(prompt))
-            pieces, finish = await self._generate(llm, prompt, sampling)
+            pieces, finish = await self._generate(llm, prompt, sampling, on_tokens)
             if self.closed:  # the trajectory was handed over while this call generated: it must not change
                 raise SessionClosed("this session ended while the call was generating; start a new one")
-            use_tools = bool(tools) and request.get("tool_choice") != "none"
-            return self.recorder.record(pieces, finish, parse_tool_calls=use_tools)
+            return self.recorder.record(
+                pieces, finish, parse_tool_calls=parses_tool_calls(request), temperature=sampling.temperature
+            )
 
     def end(self, reason: StopReason, message: str = "") -> None:
         """End the session with `reason` (later calls are refused with `message`)."""
         if self.stop_reason is None:
             self.stop_reason, self.stop_message = reason, message or reason.value
+
+    def unanswered(self) -> str:
+        """Why the session has nothing to train on, when none of its calls was answered."""
+        reason = f": {self.stop_message}" if self.stop_message else ""
+        return f"no call was answered ({len(self.recorder.calls)} refused or failed){reason}"
 
     def _check_open(self) -> None:
         if self.closed:
@@ -158,14 +150,14 @@ class GatewaySession:
         raise BudgetExceeded(reason, message)
 
     async def _generate(
-        self, llm: TokenGenerator, prompt: list[int], sampling: SamplingParams
+        self, llm: TokenGenerator, prompt: list[int], sampling: SamplingParams, on_tokens: TokenSink | None
     ) -> tuple[list[tuple[list[int], list[float] | None, int | None]], str]:
         """One generation, continued from its exact prefix after each abort when `resume_aborted`."""
         pieces: list[tuple[list[int], list[float] | None, int | None]] = []
         generated: list[int] = []
         while True:
             left = sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(generated)})
-            out = await llm.generate(prompt + generated, left, session_id=self.id)
+            out = await _one_generation(llm, prompt + generated, left, self.id, on_tokens)
             pieces.append((list(out.token_ids), out.logprobs, out.policy_version))
             generated += list(out.token_ids)
             finish = out.finish_reason or "stop"
@@ -174,3 +166,19 @@ class GatewaySession:
             if len(generated) >= sampling.max_tokens:
                 return pieces, "length"
             self.metrics["rollout/resumed_generations"] = self.metrics.get("rollout/resumed_generations", 0.0) + 1
+
+
+def parses_tool_calls(request: dict[str, Any]) -> bool:
+    """Whether a reply to `request` is parsed for tool calls: it offered tools and did not say `tool_choice: none`."""
+    return bool(request.get("tools")) and request.get("tool_choice") != "none"
+
+
+async def _one_generation(
+    llm: TokenGenerator, prompt: list[int], sampling: SamplingParams, session_id: str, on_tokens: TokenSink | None
+) -> Generation:
+    if on_tokens is not None and isinstance(llm, StreamingTokenGenerator):
+        return await llm.generate_stream(prompt, sampling, session_id=session_id, on_tokens=on_tokens)
+    out = await llm.generate(prompt, sampling, session_id=session_id)
+    if on_tokens is not None and out.token_ids:
+        await on_tokens(list(out.token_ids))
+    return out

@@ -10,12 +10,17 @@ from agentrl.types import Message
 def template_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """Messages as the chat template should see them.
 
-    Assistant turns are rendered from their raw generated text (`content`), never from parsed `tool_calls`: the
-    template must reproduce what the model wrote, not a re-serialization of it.
+    Assistant turns the model generated are rendered from their raw generated text (`content`), never from parsed
+    tool calls: the template must reproduce what the model wrote, not a re-serialization of it (so they are
+    recorded without `tool_calls`). An assistant message that does carry `tool_calls` is one the model did not
+    generate (an agent's few-shot example, a resumed history): its calls go to the template, which writes them in
+    its own format (as `ToolCall.to_dict` gives them, arguments as objects).
     """
     out = []
     for m in messages:
         d: dict[str, Any] = {"role": m.role, "content": m.content if m.content is not None else ""}
+        if m.role == "assistant" and m.tool_calls:
+            d["tool_calls"] = m.tool_calls
         if m.role == "tool" and m.tool_call_id:
             d["tool_call_id"] = m.tool_call_id
         if m.name and m.role == "tool":

@@ -217,17 +217,22 @@ class OpenAIAgentLoop(AgentLoopBase):
         """`ctx.trajectory` filled from the session: its last step sample, the earlier ones alongside."""
         traj = ctx.trajectory
         recorder = session.recorder
-        if recorder.steps:
-            *earlier, last = recorder.steps
+        steps = recorder.generated_steps  # a step sample whose only call was refused holds nothing to train on
+        if steps:
+            *earlier, last = steps
             # copies: the session is closed, but the trajectory must not share lists with anything still live
             traj.segments, traj.messages = [s.model_copy(deep=True) for s in last.segments], list(last.messages)
             traj.earlier_steps = earlier
             traj.num_turns = sum(1 for call in recorder.calls if call.output_ids)
-        traj.stop_reason = stop if recorder.steps or stop != StopReason.DONE else StopReason.ERROR
-        traj.error = error or (None if recorder.steps else "the agent made no chat call through its base URL")
+        if not steps and recorder.calls:  # every call refused or failed: saved and counted, never trained on
+            stop, error = StopReason.ERROR, error or session.unanswered()
+        elif not steps:
+            stop = StopReason.ERROR if stop == StopReason.DONE else stop
+            error = error or "the agent made no chat call through its base URL"
+        traj.stop_reason, traj.error = stop, error
         traj.metrics.update(session.metrics)
         traj.metrics["gateway/calls"] = float(len(recorder.calls))
-        traj.metrics["gateway/step_samples"] = float(len(recorder.steps))
+        traj.metrics["gateway/step_samples"] = float(len(steps))
         traj.metrics["gateway/prefix_reuse_rate"] = recorder.prefix_reuse_rate
         traj.metadata["gateway_calls"] = [
             {"step": c.step, "prefix_matched": c.prefix_matched, "finish_reason": c.finish_reason}

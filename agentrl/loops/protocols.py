@@ -4,8 +4,8 @@ fakes of `agentrl.loops.testing`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from agentrl.rollout.protocol import SamplingParams
 
@@ -26,6 +26,19 @@ class TokenGenerator(Protocol):
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
+    ) -> Generation: ...
+
+
+TokenSink = Callable[[list[int]], Awaitable[None]]
+"""Called with each chunk of a streamed generation's new token ids, as they arrive."""
+
+
+@runtime_checkable
+class StreamingTokenGenerator(TokenGenerator, Protocol):
+    """A `TokenGenerator` that can also hand the tokens on as they are generated (`LLMClient` does)."""
+
+    async def generate_stream(
+        self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None, *, on_tokens: TokenSink
     ) -> Generation: ...
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ class ScriptedPolicy:
         self.delay_s = delay_s
         self.fail_with = fail_with
         self.calls: list[list[int]] = []
+        self.streamed = 0
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
@@ -50,3 +51,18 @@ class ScriptedPolicy:
         if len(ids) > sampling.max_tokens:
             ids, finish = ids[: sampling.max_tokens], "length"
         return ScriptedOutput(token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason=finish)
+
+    async def generate_stream(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        session_id: str | None = None,
+        *,
+        on_tokens: Callable[[list[int]], Awaitable[None]],
+    ) -> ScriptedOutput:
+        """`generate`, handing the reply's tokens on one at a time (`streamed` counts the hand-overs)."""
+        out = await self.generate(prompt_ids, sampling, session_id)
+        for token in out.token_ids:
+            await on_tokens([token])
+            self.streamed += 1
+        return out

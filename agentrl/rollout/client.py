@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -26,10 +26,15 @@ from agentrl.rollout.errors import (
     ProtocolError,
     RetryableError,
     ServerRequestError,
+    StreamBrokenError,
     error_message,
 )
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.router import Router
+from agentrl.rollout.streaming import CompletionStream, SinkFailed, TokenSink
+
+Attempt = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
+"""One try of a request at one replica: (replica url, path, body) -> the parsed answer."""
 
 _DEAD_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 """Transport errors meaning nobody listens: the replica is marked dead."""
@@ -142,6 +147,31 @@ class LLMClient:
         url, data = await self._post("/v1/completions", body, session_id)
         return self._parse_completion(url, data)
 
+    async def generate_stream(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams | None = None,
+        session_id: str | None = None,
+        *,
+        on_tokens: TokenSink,
+    ) -> TokenOutput:
+        """Generates as `generate` does, streaming: `on_tokens` gets the new token ids of each chunk as it arrives.
+
+        A failure before the first token is retried as `generate` retries; after it, the tokens are out, so the
+        call fails at once (`StreamBrokenError`).
+
+        Raises:
+            ServerRequestError, ServerUnavailableError, ProtocolError: as `generate`.
+            StreamBrokenError: the stream stopped after tokens had been handed to `on_tokens`.
+        """
+        body = {**completion_body(prompt_ids, sampling or SamplingParams(), self.model), "stream": True}
+
+        async def try_once(url: str, path: str, body: dict[str, Any]) -> TokenOutput:
+            return await self._stream_attempt(url, path, body, on_tokens)
+
+        _, out = await self._post("/v1/completions", body, session_id, try_once)
+        return out
+
     async def chat(self, messages: Sequence[dict[str, Any]], session_id: str | None = None, **sampling: Any) -> str:
         """Convenience text chat through `/v1/chat/completions` (for tools and judges, not for training).
 
@@ -164,7 +194,10 @@ class LLMClient:
 
     # ---- transport --------------------------------------------------------------------------------------
 
-    async def _post(self, path: str, body: dict[str, Any], session_id: str | None) -> tuple[str, Any]:
+    async def _post(
+        self, path: str, body: dict[str, Any], session_id: str | None, try_once: Attempt | None = None
+    ) -> tuple[str, Any]:
+        try_once = try_once or self._attempt
         self.router.start()
         tried: set[str] = set()
         last: RetryableError | None = None
@@ -176,7 +209,7 @@ class LLMClient:
                 await self._backoff(attempt)
                 continue
             try:
-                return url, await self._attempt(url, path, body)
+                return url, await try_once(url, path, body)
             except RetryableError as e:
                 last = e
             finally:
@@ -212,18 +245,9 @@ class LLMClient:
             async with self._session().post(url + path, json=body) as response:
                 status, raw, reason = response.status, await response.read(), response.reason or ""
                 header = response.headers.get(VERSION_HEADER)
-        except _DEAD_ERRORS as e:
-            self.router.mark_dead(url)
-            raise RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True) from e
-        except TimeoutError as e:
-            raise RetryableError(url, f"timed out ({type(e).__name__})") from e
-        except aiohttp.ClientError as e:  # connection dropped mid-request (e.g. the server died)
-            raise RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True) from e
-        if status >= 400:
-            message = error_message(raw.decode(errors="replace"), reason)
-            if status >= 500:
-                raise RetryableError(url, message, status=status)
-            raise ServerRequestError(url, status, message)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise self._transport_error(url, e) from e
+        _raise_for_status(url, status, raw, reason)
         try:
             data = json.loads(raw)
         except ValueError as e:
@@ -231,6 +255,42 @@ class LLMClient:
         if header is not None and isinstance(data, dict) and data.get("policy_version") is None:
             data["policy_version"] = _as_version(header)  # vLLM's, stamped by agentrl's middleware
         return data
+
+    async def _stream_attempt(self, url: str, path: str, body: dict[str, Any], on_tokens: TokenSink) -> TokenOutput:
+        stream = CompletionStream(url, on_tokens)
+        try:
+            async with self._session().post(url + path, json=body) as response:
+                if response.status >= 400:
+                    _raise_for_status(url, response.status, await response.read(), response.reason or "")
+                header = response.headers.get(VERSION_HEADER)
+                await stream.feed(response.content)
+        except SinkFailed as e:
+            raise e.error from None
+        except (aiohttp.ClientError, TimeoutError) as e:
+            if not stream.token_ids:
+                raise self._transport_error(url, e) from e
+            raise StreamBrokenError(url, len(stream.token_ids), f"{type(e).__name__}: {e}") from e
+        if not stream.done:
+            raise StreamBrokenError(url, len(stream.token_ids), "the body ended before `data: [DONE]`")
+        version = stream.policy_version if stream.policy_version is not None else _as_version(header)
+        return TokenOutput(
+            token_ids=stream.token_ids,
+            logprobs=stream.logprobs,
+            finish_reason=stream.finish_reason,
+            policy_version=version,
+            prompt_token_ids=stream.prompt_token_ids,
+            replica=url,
+        )
+
+    def _transport_error(self, url: str, e: BaseException) -> RetryableError:
+        """The retryable error of a failed connection or timeout (a replica nobody listens on is marked dead)."""
+        if isinstance(e, _DEAD_ERRORS):
+            self.router.mark_dead(url)
+            return RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True)
+        if isinstance(e, TimeoutError):
+            return RetryableError(url, f"timed out ({type(e).__name__})")
+        # connection dropped mid-request (e.g. the server died)
+        return RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True)
 
     async def _backoff(self, attempt: int) -> None:
         if attempt >= self.max_retries:
@@ -314,6 +374,16 @@ def _as_version(raw: Any) -> int | None:
         return int(str(raw))
     except ValueError:
         return None
+
+
+def _raise_for_status(url: str, status: int, raw: bytes, reason: str) -> None:
+    """Raise for an error answer: a 5xx is retryable, a 4xx is the request's own fault."""
+    if status < 400:
+        return
+    message = error_message(raw.decode(errors="replace"), reason)
+    if status >= 500:
+        raise RetryableError(url, message, status=status)
+    raise ServerRequestError(url, status, message)
 
 
 def completion_body(prompt_ids: list[int], sampling: SamplingParams, model: str = "") -> dict[str, Any]:

@@ -39,6 +39,14 @@ class ServerRequestError(RolloutError):
         super().__init__(f"rollout server {url} answered HTTP {status_code}: {message}")
 
 
+class StreamBrokenError(RolloutError):
+    """A streamed generation stopped after some of its tokens had been handed on (it cannot be retried)."""
+
+    def __init__(self, url: str, tokens: int, reason: str) -> None:
+        super().__init__(f"rollout server {url} broke off a streamed generation after {tokens} tokens: {reason}")
+        self.url, self.tokens = url, tokens
+
+
 class ProtocolError(RolloutError):
     """A server answered 200 but its response lacks what the token-in/token-out contract needs."""
 

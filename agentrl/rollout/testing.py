@@ -173,12 +173,30 @@ class FakeCompletionServer:
             key, _, value = header.decode("latin-1").partition(":")
             headers[key.strip().lower()] = value.strip()
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
-        status, payload = await self._route(method, path.split("?")[0], json.loads(raw) if raw else {})
+        body = json.loads(raw) if raw else {}
+        status, payload = await self._route(method, path.split("?")[0], body)
+        if status == 200 and body.get("stream") is True:
+            await self._stream(writer, payload)
+            return False
         data = json.dumps(payload).encode()
         head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nContent-Type: application/json\r\n"
         writer.write(f"{head}Content-Length: {len(data)}\r\n\r\n".encode() + data)
         await writer.drain()
         return headers.get("connection", "").lower() != "close"
+
+    async def _stream(self, writer: asyncio.StreamWriter, payload: dict[str, Any]) -> None:
+        """A completion as server-sent events, one token per chunk (then the connection closes)."""
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        choice = payload["choices"][0]
+        ids, logprobs = choice.get("token_ids") or [], (choice.get("logprobs") or {}).get("token_logprobs") or []
+        for i, token in enumerate(ids):
+            piece = {"index": 0, "text": f"t{token} ", "token_ids": [token], "finish_reason": None}
+            piece["logprobs"] = {"token_logprobs": logprobs[i : i + 1]}
+            writer.write(f"data: {json.dumps({**payload, 'choices': [piece]})}\n\n".encode())
+            await writer.drain()
+        last = {"index": 0, "text": "", "token_ids": [], "finish_reason": choice["finish_reason"]}
+        writer.write(f"data: {json.dumps({**payload, 'choices': [last]})}\n\ndata: [DONE]\n\n".encode())
+        await writer.drain()
 
     async def _route(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         if method == "GET" and path == "/health":

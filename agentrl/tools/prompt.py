@@ -15,6 +15,7 @@ from agentrl.tools.parsers import ToolCallParser, get_parser
 from agentrl.types import Message
 
 _TOOLS_VARIABLE = re.compile(r"\btools\b")
+_TOOL_CALLS_VARIABLE = re.compile(r"\btool_calls\b")
 
 
 def template_has_tools_slot(tokenizer: Any) -> bool:
@@ -29,6 +30,13 @@ def template_has_tools_slot(tokenizer: Any) -> bool:
     else:
         sources = [template]
     return any(isinstance(s, str) and _TOOLS_VARIABLE.search(s) for s in sources)
+
+
+def template_renders_tool_calls(tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template writes assistant messages' `tool_calls` (its own call format)."""
+    template = getattr(tokenizer, "chat_template", None)
+    sources = list(template.values()) if isinstance(template, dict) else [template]
+    return any(isinstance(s, str) and _TOOL_CALLS_VARIABLE.search(s) for s in sources)
 
 
 def tools_system_prompt(tokenizer: Any, schemas: list[dict[str, Any]], parser: ToolCallParser | str) -> str | None:

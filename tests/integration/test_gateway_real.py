@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import openai
 import pytest
 
-from agentrl.gateway import Gateway
+from agentrl.gateway import Gateway, SessionLimits
+from agentrl.gateway.serve import session_trajectory
 from agentrl.loops.drift import check_drift
 from agentrl.rollout import LLMClient
 from agentrl.rollout.protocol import SamplingParams
@@ -121,3 +123,93 @@ async def test_agentrl_gateway_serves_sessions_and_saves_them_for_the_viewer(hf_
     assert all(t.num_turns == 2 and t.metrics["gateway/prefix_reuse_rate"] == 1.0 for t in trajectories)
     page = build_viewer(out, tokenizer=None)
     assert "agent-2" in page.read_text()
+
+
+class StreamRecording(Recording):
+    """The rollout client, streaming, keeping what the server returned for each call."""
+
+    async def generate_stream(self, prompt_ids, sampling, session_id=None, *, on_tokens):
+        out = await self.llm.generate_stream(prompt_ids, sampling, session_id=session_id, on_tokens=on_tokens)
+        self.outputs.append(out)  # the generation is over
+        return out
+
+
+FOREIGN_HISTORY = [
+    {"role": "user", "content": "What does 'ephemeral' mean?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "ephemeral"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "lasting for a very short time"},
+]
+
+
+async def test_a_history_with_tool_calls_the_gateway_did_not_generate_keeps_them_in_the_prompt(
+    hf_server_url, default_tokenizer
+):
+    async with LLMClient([hf_server_url]) as llm, Gateway(llm, default_tokenizer) as gateway:
+        session = gateway.open_session("foreign", sampling=SAMPLING)
+        sdk = openai.AsyncOpenAI(base_url=session.base_url, api_key="unused", max_retries=0)
+        await sdk.chat.completions.create(model="policy", messages=FOREIGN_HISTORY, tools=[TOOL])
+    (trajectory,) = session.recorder.steps
+    prompt = default_tokenizer.decode(trajectory.token_ids[: session.recorder.calls[0].prompt_tokens])
+    assistant_turn = prompt.split("<|im_start|>assistant\n")[1]  # the foreign turn, before the tool result
+    assert '"name": "lookup"' in assistant_turn and '"arguments": {"word": "ephemeral"}' in assistant_turn
+    assert check_drift(default_tokenizer, trajectory).kind != "template"
+
+
+async def test_malformed_requests_and_bad_sampling_values_get_a_4xx(hf_server_url, default_tokenizer):
+    hi = [{"role": "user", "content": "hi"}]
+    async with LLMClient([hf_server_url]) as llm, Gateway(llm, default_tokenizer) as gateway:
+        session = gateway.open_session("malformed", sampling=SAMPLING, honour_request_sampling=True)
+        sdk = openai.AsyncOpenAI(base_url=session.base_url, api_key="unused", max_retries=0)
+        wrong = [{"stop": 5}, {"temperature": "hot"}, {"temperature": -1}, {"top_p": 2}, {"seed": "seven"}]
+        for fields in wrong:
+            with pytest.raises(openai.BadRequestError) as refused:
+                await sdk.chat.completions.create(model="policy", messages=hi, extra_body=fields)
+            assert refused.value.body["param"] == next(iter(fields)), fields
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(
+                f"{session.base_url}/chat/completions",
+                content=b'{"messages": [{"role": "user", "content": "caf\xe9"}]}',  # latin-1, not UTF-8
+                headers={"Content-Type": "application/json"},
+            )
+        assert answer.status_code == 400 and "not UTF-8" in answer.json()["error"]["message"]
+        roomy = gateway.open_session("too-long", sampling=SAMPLING, limits=SessionLimits(max_total_tokens=10**6))
+        sdk = openai.AsyncOpenAI(base_url=roomy.base_url, api_key="unused", max_retries=0)
+        with pytest.raises(openai.BadRequestError, match="maximum context length"):  # the server's own 400
+            await sdk.chat.completions.create(model="policy", messages=[{"role": "user", "content": "word " * 2100}])
+    assert session.recorder.calls == [] and session_trajectory(session) is None
+    failed = session_trajectory(roomy)
+    assert failed is not None and failed.failed and failed.segments == []  # a refused call is not training data
+
+
+async def test_a_streamed_reply_arrives_in_chunks_while_it_is_generated_and_is_recorded_exactly(
+    hf_server_url, default_tokenizer
+):
+    async with LLMClient([hf_server_url]) as llm:
+        recording = StreamRecording(llm)
+        async with Gateway(recording, default_tokenizer) as gateway:
+            session = gateway.open_session("streamed", sampling=SamplingParams(temperature=0.0, max_tokens=24))
+            sdk = openai.AsyncOpenAI(base_url=session.base_url, api_key="unused", max_retries=0)
+            messages = [{"role": "user", "content": "Tell me a short story about a lighthouse."}]
+            stream = await sdk.chat.completions.create(model="policy", messages=messages, stream=True)
+            pieces, finished, generating = [], [], []
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    assert not finished, "content after the finish reason"
+                    pieces.append(chunk.choices[0].delta.content)
+                    generating.append(not recording.outputs)
+                if chunk.choices and chunk.choices[0].finish_reason:
+                    finished.append(chunk.choices[0].finish_reason)
+    assert len(pieces) > 1 and finished == ["length"]  # several chunks before the stream completed
+    assert generating[0]  # the first piece arrived while the server was still generating
+    (out,) = recording.outputs
+    call = session.recorder.calls[0]
+    assert call.output_ids == list(out.token_ids) and len(out.token_ids) == 24
+    assert call.logprobs == out.logprobs and len(call.logprobs) == 24
+    assert call.policy_version is not None
+    assert "".join(pieces) == default_tokenizer.decode(out.token_ids, skip_special_tokens=False)

@@ -231,7 +231,7 @@ async def test_requests_the_gateway_cannot_serve_get_a_clear_400(tokenizer):
         with pytest.raises(openai.BadRequestError, match="n must be 1"):
             await llm.chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}], n=2)
         image = [{"type": "image_url", "image_url": {"url": "data:,"}}]
-        with pytest.raises(openai.BadRequestError, match="text parts only"):
+        with pytest.raises(openai.BadRequestError, match="image inputs are not supported"):
             await llm.chat.completions.create(model="p", messages=[{"role": "user", "content": image}])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 
@@ -322,6 +323,35 @@ async def test_http_completions_and_chat(http: httpx.AsyncClient, engine: HFEngi
     assert (await http.get("/v1/models")).json()["data"][0]["id"] == "tiny"
 
 
+async def test_a_streamed_completion_is_the_same_completion_in_chunks(http: httpx.AsyncClient, engine: HFEngine):
+    body = {"prompt": PROMPTS[1], "max_tokens": 30, "temperature": 0, "logprobs": 1, "return_token_ids": True}
+    whole = (await http.post("/v1/completions", json=body)).json()
+    answer = await http.post("/v1/completions", json={**body, "stream": True})
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    lines = [line.removeprefix("data: ") for line in answer.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    chunks = [json.loads(line)["choices"][0] for line in lines[:-1]]
+    assert len([c for c in chunks if c["token_ids"]]) > 1  # tokens went out as they were sampled
+    expected = whole["choices"][0]
+    assert [t for c in chunks for t in c["token_ids"]] == expected["token_ids"]
+    logprobs = [lp for c in chunks for lp in c["logprobs"]["token_logprobs"]]
+    assert logprobs == pytest.approx(expected["logprobs"]["token_logprobs"], abs=1e-5)
+    assert "".join(c["text"] for c in chunks) == expected["text"]
+    assert chunks[0]["prompt_token_ids"] == PROMPTS[1] and chunks[-1]["finish_reason"] == "length"
+    assert json.loads(lines[-2])["policy_version"] == engine.policy_version
+
+
+async def test_engine_stream_yields_tokens_before_the_output_and_aborts_when_left(engine: HFEngine) -> None:
+    events = [event async for event in engine.stream(PROMPTS[0], greedy(30))]
+    *batches, output = events
+    assert isinstance(output, GenerationOutput) and len(batches) > 1
+    assert [t for batch in batches for t, _, _ in batch] == output.token_ids
+    stream = engine.stream(PROMPTS[0], greedy(100))
+    await anext(stream)
+    await stream.aclose()  # the reader went away: the request is aborted, not run to its end
+    await wait_until(lambda: engine.num_running == 0)
+
+
 def http_tokens(engine: HFEngine, text: str) -> list[int]:
     return engine.tokenizer(text, add_special_tokens=False).input_ids[-3:]
 
@@ -329,7 +359,8 @@ def http_tokens(engine: HFEngine, text: str) -> list[int]:
 async def test_http_abort(http: httpx.AsyncClient, engine: HFEngine) -> None:
     body = {"prompt": PROMPTS[0], "max_tokens": 100, "temperature": 0, "request_id": "abort-me"}
     pending = asyncio.ensure_future(http.post("/v1/completions", json=body))
-    await wait_until(lambda: engine.num_running == 1)
+    # by its id: a stream an earlier test left is aborted when the engine sees its reader gone, a step later
+    await wait_until(lambda: any(r.request_id == "abort-me" for r in engine.core.running))
     assert (await http.post("/v1/abort", json={"request_id": "abort-me"})).json() == {"aborted": 1}
     choice = (await pending).json()["choices"][0]
     assert choice["finish_reason"] == "abort"
@@ -340,8 +371,11 @@ async def test_http_errors(http: httpx.AsyncClient) -> None:
     too_long = await http.post("/v1/completions", json={"prompt": [1] * 120, "max_tokens": 20})
     assert too_long.status_code == 400
     assert "maximum context length" in too_long.json()["error"]["message"]
-    stream = await http.post("/v1/completions", json={"prompt": [1], "stream": True})
-    assert stream.status_code == 400 and "not supported" in stream.json()["error"]["message"]
+    chat = {"messages": [{"role": "user", "content": "x"}], "stream": True}
+    stream = await http.post("/v1/chat/completions", json=chat)
+    assert stream.status_code == 400 and "streams /v1/completions only" in stream.json()["error"]["message"]
+    long_stream = await http.post("/v1/completions", json={"prompt": [1] * 120, "max_tokens": 20, "stream": True})
+    assert long_stream.status_code == 400 and "maximum context length" in long_stream.json()["error"]["message"]
     bad = await http.post("/v1/completions", json={"prompt": [1], "temperature": -1})
     assert bad.status_code == 400
     missing = await http.post("/v1/completions", json={"max_tokens": 3})

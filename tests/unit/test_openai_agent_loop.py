@@ -61,6 +61,16 @@ async def compacting_agent(base_url: str, model: str, sample: Sample, sandbox) -
     return "done"
 
 
+async def overflowing_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    """One call over the token budget (the gateway refuses it), then gives up."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    try:
+        await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x" * 5000}])
+    except openai.BadRequestError as exc:
+        return str(exc)
+    return "answered"
+
+
 def run_agent(tokenizer, replies, max_turns: int = 8, **kwargs) -> tuple[Trajectory, ScriptedPolicy]:
     policy = ScriptedPolicy(tokenizer, replies)
     agent = AgentConfig(name="openai_agent", max_turns=max_turns, kwargs=kwargs)
@@ -164,6 +174,13 @@ def test_a_command_agent_past_its_budget_is_killed_with_what_it_started(tokenize
     traj, _ = run_agent(tokenizer, ["x"], timeout_s=0.5, command=command)
     assert traj.stop_reason == StopReason.TIME_BUDGET
     assert not running(int(pid_file.read_text()))  # the agent's own child went with it
+
+
+def test_an_agent_whose_every_call_was_refused_is_a_failure_not_training_data(tokenizer):
+    traj, policy = run_agent(tokenizer, ["x"], entry_point=f"{HERE}:overflowing_agent")
+    assert "token budget spent" in traj.metadata["agent_result"] and policy.calls == []
+    assert traj.failed and traj.stop_reason == StopReason.ERROR and traj.segments == []
+    assert "no call was answered (1 refused or failed): token budget spent" in (traj.error or "")
 
 
 def running(pid: int) -> bool:

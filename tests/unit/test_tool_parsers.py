@@ -8,6 +8,7 @@ import pytest
 
 from agentrl.errors import AgentRLError
 from agentrl.tools import add_tool_instructions, get_parser, template_has_tools_slot, tool, tools_system_prompt
+from agentrl.tools.base import ToolCall
 from agentrl.tools.parsers.hermes import HermesParser
 from agentrl.tools.parsers.llama3_json import Llama3JsonParser
 from agentrl.types import Message
@@ -230,3 +231,21 @@ def test_real_template_with_tools_slot_renders_schemas() -> None:
     assert tools_system_prompt(tok, [add.schema()], "hermes") is None
     rendered = tok.apply_chat_template([{"role": "user", "content": "hi"}], tools=[add.schema()], tokenize=False)
     assert '"name": "add"' in rendered
+
+
+@pytest.mark.parametrize("name", ["hermes", "llama3_json"])
+def test_formatted_calls_parse_back_to_the_same_calls(name):
+    parser = get_parser(name)
+    calls = [ToolCall("a", "add", {"a": 2, "b": 3}), ToolCall("b", "echo", {"text": "héllo; {x}"})]
+    parsed = parser.parse(parser.format_calls(calls))
+    assert [(c.name, c.arguments) for c in parsed.calls] == [(c.name, c.arguments) for c in calls]
+    assert parsed.errors == []
+
+
+def test_the_streamable_content_stops_where_a_call_may_begin():
+    hermes, llama = get_parser("hermes"), get_parser("llama3_json")
+    assert hermes.content_length("Let me add.\n<tool_call>\n{") == len("Let me add.\n")
+    assert hermes.content_length("Let me add.\n<tool_") == len("Let me add.\n")  # may be an opening tag
+    assert hermes.content_length("a <") == 2 and hermes.content_length("a < b") == 5
+    assert llama.content_length('{"name": "add"') == 0 and llama.content_length("  <|python") == 0
+    assert llama.content_length("It is 5.") == len("It is 5.")

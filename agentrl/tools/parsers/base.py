@@ -41,6 +41,27 @@ class ToolCallParser(ABC):
         Used when the chat template has no tools slot of its own.
         """
 
+    def format_calls(self, calls: list[ToolCall]) -> str:
+        """The calls as this format writes them: the text a model trained on it emits, which `parse` reads back.
+
+        Used to render tool calls the model did not generate itself (an agent's few-shot example, a resumed
+        history) when the chat template has no tool-call format of its own. Default: one JSON object per line.
+        """
+        return "\n".join(call_json(call) for call in calls)
+
+    def content_length(self, partial: str) -> int:
+        """How much of a generation still being streamed is surely content, not the start of a tool call.
+
+        The gateway streams that much of a reply to an agent that offered tools before the reply is parsed.
+        Default: nothing (the whole reply waits for the parse).
+        """
+        return 0
+
+
+def call_json(call: ToolCall, arguments_key: str = "arguments") -> str:
+    """One call as the JSON object the JSON-based formats write."""
+    return json.dumps({"name": call.name, arguments_key: call.arguments}, ensure_ascii=False)
+
 
 def call_from_object(obj: Any, raw: str, index: int) -> ToolCall | str:
     """A `ToolCall` from a decoded JSON object, or a message saying what is wrong with it.

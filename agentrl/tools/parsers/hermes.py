@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrl.tools.base import ToolCall
 from agentrl.tools.parsers.base import (
     ParsedOutput,
     ToolCallParser,
     call_from_object,
+    call_json,
     decode_json,
     tools_json_lines,
 )
@@ -61,6 +63,20 @@ class HermesParser(ToolCallParser):
                 out.calls.append(call)
                 return
         out.errors.append(f"malformed {OPEN} block: {error}. Expected\n{EXAMPLE}")
+
+    def format_calls(self, calls: list[ToolCall]) -> str:
+        """One `<tool_call>` block per call, as Qwen2.5's chat template writes them."""
+        return "\n".join(f"{OPEN}\n{call_json(call)}\n{CLOSE}" for call in calls)
+
+    def content_length(self, partial: str) -> int:
+        """Up to the first `<tool_call>`, less a tail that may be the start of one."""
+        start = partial.find(OPEN)
+        if start != -1:
+            return start
+        for keep in range(len(OPEN) - 1, 0, -1):
+            if partial.endswith(OPEN[:keep]):
+                return len(partial) - keep
+        return len(partial)
 
     def format_instructions(self, schemas: list[dict[str, Any]]) -> str:
         """The tools section Qwen2.5's chat template writes into the system prompt."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentrl.tools.parsers.base import ParsedOutput, ToolCallParser, call_from_object, strip_code_fence
+from agentrl.tools.base import ToolCall
+from agentrl.tools.parsers.base import ParsedOutput, ToolCallParser, call_from_object, call_json, strip_code_fence
 
 PYTHON_TAG = "<|python_tag|>"
 EXAMPLE = '{"name": "<tool name>", "parameters": {<arguments as a JSON object>}}'
@@ -58,6 +59,18 @@ class Llama3JsonParser(ToolCallParser):
                 return out
             pos = _skip_space(body, pos + 1)
         return out
+
+    def format_calls(self, calls: list[ToolCall]) -> str:
+        """The calls' JSON objects (`parameters` for the arguments), separated by `; `."""
+        return "; ".join(call_json(call, "parameters") for call in calls)
+
+    def content_length(self, partial: str) -> int:
+        """All of it once it cannot be a call (it does not start with `{`, a code fence or the python tag)."""
+        head = partial.lstrip()
+        starts = ("{", "```", PYTHON_TAG)
+        if not head or any(head.startswith(s) or s.startswith(head) for s in starts):
+            return 0
+        return len(partial)
 
     def format_instructions(self, schemas: list[dict[str, Any]]) -> str:
         """The tool instructions of Llama 3.2's chat template."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
@@ -20,6 +20,7 @@ from agentrl.rollout.servers.hf.engine import HFEngine
 from agentrl.rollout.servers.hf.request import EngineShutdownError, GenerationOutput, RequestError
 from agentrl.rollout.servers.hf.responses import chat_response, completion_response
 from agentrl.rollout.servers.hf.schemas import AbortRequest, ChatCompletionRequest, HFCompletionRequest, PathProbe
+from agentrl.rollout.servers.hf.streaming import completion_events
 from agentrl.rollout.servers.hf.weights import WeightUpdateError, read_state_dict
 
 DISCONNECT_POLL_S = 0.5
@@ -80,8 +81,8 @@ async def _until_done_or_disconnect(request: Request, work: Awaitable[Generation
 
 
 def _check_supported(body: HFCompletionRequest | ChatCompletionRequest) -> None:
-    if body.stream:
-        raise RequestError("Streaming is not supported by the hf server; send `stream: false`.")
+    if body.stream and isinstance(body, ChatCompletionRequest):
+        raise RequestError("The hf server streams /v1/completions only; send `stream: false` to chat completions.")
     if body.n != 1:
         raise RequestError("The hf server returns one choice per request (n=1); send n separate requests.")
 
@@ -108,10 +109,15 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
         card = {"id": model_name, "object": "model", "created": int(time.time()), "owned_by": "agentrl"}
         return {"object": "list", "data": [{**card, "max_model_len": engine.max_model_len}]}
 
-    @app.post("/v1/completions")
-    async def completions(body: HFCompletionRequest, request: Request) -> dict[str, Any]:
+    @app.post("/v1/completions", response_model=None)
+    async def completions(body: HFCompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse:
         _check_supported(body)
         prompt = tok(body.prompt).input_ids if isinstance(body.prompt, str) else body.prompt
+        if body.stream:
+            options = {"request_id": body.request_id, "top_logprobs": body.logprobs or 0, "ignore_eos": body.ignore_eos}
+            events = engine.stream(prompt, body.sampling(), **options)
+            sse = completion_events(events, body, list(prompt), model_name, tok)
+            return StreamingResponse(sse, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         work = engine.generate(
             prompt,
             body.sampling(),

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,9 +21,12 @@ from transformers import PreTrainedModel
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.hf.core import EngineCore
 from agentrl.rollout.servers.hf.loading import eos_token_ids, load_model, load_tokenizer
-from agentrl.rollout.servers.hf.request import GenerationOutput, GenRequest, RequestError
+from agentrl.rollout.servers.hf.request import GenerationOutput, GenRequest, RequestError, TopLogprobs
 from agentrl.rollout.servers.hf.scheduler import Scheduler, WeightJob
 from agentrl.rollout.servers.hf.weights import StateDict, validate_state_dict
+
+StreamedToken = tuple[int, float, TopLogprobs | None]
+"""One sampled token: its id, its logprob and the top alternatives (when asked for)."""
 
 
 @dataclass
@@ -106,7 +109,70 @@ class HFEngine:
         """Generate a completion for `prompt_ids`; cancelling the awaiting task aborts the request."""
         self.check_prompt(prompt_ids, sampling.max_tokens)
         fut, on_done = _threadsafe_future()
-        req = GenRequest(
+        req = self._request(prompt_ids, sampling, on_done, request_id, top_logprobs, ignore_eos)
+        self.scheduler.submit(req)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self._abandon(req)
+            raise
+
+    def stream(
+        self,
+        prompt_ids: Sequence[int],
+        sampling: SamplingParams,
+        *,
+        request_id: str | None = None,
+        top_logprobs: int = 0,
+        ignore_eos: bool = False,
+    ) -> AsyncIterator[list[StreamedToken] | GenerationOutput]:
+        """Generate as `generate` does, yielding the tokens as they are sampled (in lists: those sampled since the
+        last yield), then the `GenerationOutput`. The prompt is checked (and the request queued) at once, so a bad
+        request raises `RequestError` here; leaving the iteration early aborts the request."""
+        self.check_prompt(prompt_ids, sampling.max_tokens)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+
+        def put(*event: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is reading any more
+                loop.call_soon_threadsafe(events.put_nowait, event[0] if len(event) == 1 else event)
+
+        req = self._request(prompt_ids, sampling, put, request_id, top_logprobs, ignore_eos)
+        req.on_token = put
+        self.scheduler.submit(req)
+        return self._events(req, events)
+
+    async def _events(
+        self, req: GenRequest, events: asyncio.Queue[Any]
+    ) -> AsyncIterator[list[StreamedToken] | GenerationOutput]:
+        try:
+            while True:
+                tokens: list[StreamedToken] = []
+                event = await events.get()
+                while isinstance(event, tuple):
+                    tokens.append(event)
+                    event = events.get_nowait() if not events.empty() else None
+                if tokens:
+                    yield tokens
+                if isinstance(event, BaseException):
+                    raise event
+                if isinstance(event, GenerationOutput):
+                    yield event
+                    return
+        finally:
+            if req.finish_reason is None:
+                self._abandon(req)
+
+    def _request(
+        self,
+        prompt_ids: Sequence[int],
+        sampling: SamplingParams,
+        on_done: Callable[[Any], None],
+        request_id: str | None,
+        top_logprobs: int,
+        ignore_eos: bool,
+    ) -> GenRequest:
+        return GenRequest(
             request_id=request_id or uuid.uuid4().hex,
             prompt_ids=list(prompt_ids),
             sampling=sampling,
@@ -115,13 +181,10 @@ class HFEngine:
             ignore_eos=ignore_eos,
             generator=self._generator(sampling.seed),
         )
-        self.scheduler.submit(req)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            req.aborted = True
-            self.scheduler.wake()
-            raise
+
+    def _abandon(self, req: GenRequest) -> None:
+        req.aborted = True
+        self.scheduler.wake()
 
     def abort(self, request_id: str | None = None) -> int:
         """Abort the request(s) with `request_id` (all requests if None); return how many were found."""

@@ -46,7 +46,8 @@ class GenerationOutput:
 class GenRequest:
     """A request in flight: its inputs, sampling state and the tokens produced so far.
 
-    `on_done` is called exactly once, from the engine thread, with a `GenerationOutput` or an exception.
+    `on_done` is called exactly once, from the engine thread, with a `GenerationOutput` or an exception;
+    `on_token`, when set, with each token as it is sampled (streaming).
     """
 
     request_id: str
@@ -63,6 +64,7 @@ class GenRequest:
     stop_reason: int | str | None = None
     text: str | None = None
     aborted: bool = False
+    on_token: Callable[[int, float, TopLogprobs | None], None] | None = None
 
     def append(self, token_id: int, logprob: float, top: TopLogprobs | None) -> None:
         """Record one generated token."""
@@ -72,6 +74,8 @@ class GenRequest:
             if self.top is None:
                 self.top = []
             self.top.append(top)
+        if self.on_token is not None:
+            self.on_token(token_id, logprob, top)
 
     def finish(self, reason: FinishReason, stop_reason: int | str | None = None) -> None:
         """Mark the request finished."""
