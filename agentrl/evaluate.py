@@ -207,7 +207,7 @@ class _Policy:
         self._stack: Any = None
 
     async def __aenter__(self) -> Any:
-        from agentrl.rollout.client import LLMClient
+        from agentrl.rollout.client import LLMClient, client_api
         from agentrl.rollout.serve import rollout_servers
 
         self._stack = contextlib.AsyncExitStack()
@@ -222,6 +222,7 @@ class _Policy:
                 urls,
                 timeout=self.cfg.rollout.request_timeout_s,
                 health_interval=self.cfg.rollout.health_check_interval_s,
+                api=client_api(self.cfg.rollout.backend),
             )
         )
 

@@ -57,7 +57,7 @@ def run_rollout(cfg: AgentRLConfig) -> Path:
 
 async def _rollout(cfg: AgentRLConfig) -> Path:
     from agentrl.models import load_tokenizer, resolve_model
-    from agentrl.rollout.client import LLMClient
+    from agentrl.rollout.client import LLMClient, client_api
 
     samples = rollout_samples(cfg)
     out = output_dir(cfg, "rollout")
@@ -72,6 +72,7 @@ async def _rollout(cfg: AgentRLConfig) -> Path:
             [s.url for s in servers],
             timeout=cfg.rollout.request_timeout_s,
             health_interval=cfg.rollout.health_check_interval_s,
+            api=client_api(cfg.rollout.backend),
         ) as llm,
         rollout_session(cfg, llm, tokenizer, show_progress=True, run_id=out.name) as manager,
     ):

@@ -95,7 +95,7 @@ async def serve_gateway(
     """Serve until `stop` is set (or the process is interrupted); returns the run directory. `ready` gets the
     gateway's URL once it serves."""
     from agentrl.models import load_tokenizer, resolve_model
-    from agentrl.rollout.client import LLMClient
+    from agentrl.rollout.client import LLMClient, client_api
     from agentrl.rollout.serve import rollout_servers
     from agentrl.runner import output_dir
 
@@ -115,7 +115,7 @@ async def serve_gateway(
     with (out / "trajectories.jsonl").open("a") as sink:
         async with (
             rollout_servers(cfg, model_path) as servers,
-            LLMClient([s.url for s in servers], timeout=r.request_timeout_s) as llm,
+            LLMClient([s.url for s in servers], timeout=r.request_timeout_s, api=client_api(r.backend)) as llm,
             Gateway(
                 llm,
                 tokenizer,

@@ -11,7 +11,7 @@ from typing import Any
 from agentrl.gateway.recorder import Reply, SessionRecorder
 from agentrl.gateway.validation import read_request
 from agentrl.loops.context import MAX_RESUMES
-from agentrl.loops.protocols import Generation, StreamingTokenGenerator, TokenGenerator, TokenSink
+from agentrl.loops.protocols import Generation, StreamingTokenGenerator, TokenGenerator, TokenSink, pieces_of
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import StopReason
 
@@ -158,7 +158,7 @@ class GatewaySession:
         while True:
             left = sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(generated)})
             out = await _one_generation(llm, prompt + generated, left, self.id, on_tokens)
-            pieces.append((list(out.token_ids), out.logprobs, out.policy_version))
+            pieces.extend(pieces_of(out))
             generated += list(out.token_ids)
             finish = out.finish_reason or "stop"
             if finish != "abort" or not self.resume_aborted or len(pieces) > MAX_RESUMES:

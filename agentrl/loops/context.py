@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrl.loops.builder import TrajectoryBuilder
-from agentrl.loops.protocols import TokenGenerator, Tokenizer
+from agentrl.loops.protocols import TokenGenerator, Tokenizer, pieces_of
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -166,7 +166,7 @@ class AgentContext:
             request = sampling.model_copy(update={"max_tokens": left})
             prompt = self.trajectory.token_ids + generated
             out = await self.llm.generate(prompt, request, session_id=self.trajectory.id)
-            pieces.append((list(out.token_ids), out.logprobs, out.policy_version))
+            pieces.extend(pieces_of(out))
             generated += list(out.token_ids)
             resumable = self.resume_aborted and len(pieces) <= MAX_RESUMES
             if out.finish_reason != "abort" or not resumable:

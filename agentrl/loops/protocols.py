@@ -21,6 +21,19 @@ class Generation(Protocol):
     """The version of the weights that generated the tokens, when known."""
 
 
+Piece = tuple[list[int], list[float] | None, int | None]
+"""`(token_ids, logprobs, version)`: tokens one policy version generated (one trainable segment)."""
+
+
+def pieces_of(out: Generation) -> list[Piece]:
+    """The generation's tokens split by the version that generated each (`TokenOutput.pieces` when the server
+    labelled spans of tokens: a request that ran across a weight update), else one piece."""
+    split = getattr(out, "pieces", None)
+    if callable(split):
+        return list(split())
+    return [(list(out.token_ids), out.logprobs, out.policy_version)]
+
+
 class TokenGenerator(Protocol):
     """Token ids in, a `Generation` out (see `agentrl.rollout.client.LLMClient`)."""
 

@@ -49,12 +49,14 @@ class RolloutWorker:
             return self.worker_id
         from agentrl.loops.session import local_rollout_session
         from agentrl.models import load_tokenizer, resolve_model
-        from agentrl.rollout.client import LLMClient
+        from agentrl.rollout.client import LLMClient, client_api
 
         await asyncio.to_thread(sweep_orphans)
         stack = contextlib.AsyncExitStack()
         r = self.cfg.rollout
-        client = LLMClient(self.urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s)
+        client = LLMClient(
+            self.urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s, api=client_api(r.backend)
+        )
         client.router.on_revive = self._caught_up
         self._client = await stack.enter_async_context(client)
         tokenizer = load_tokenizer(resolve_model(self.cfg.model))

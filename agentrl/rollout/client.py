@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import aiohttp
 
@@ -32,6 +33,9 @@ from agentrl.rollout.errors import (
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.router import Router
 from agentrl.rollout.streaming import CompletionStream, SinkFailed, TokenSink
+from agentrl.rollout.vllm_generate import GENERATE_PATH, VersionSpan, as_completion, generate_body, is_disabled
+
+logger = logging.getLogger(__name__)
 
 Attempt = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 """One try of a request at one replica: (replica url, path, body) -> the parsed answer."""
@@ -59,6 +63,17 @@ class TokenOutput:
     policy_version: int | None
     prompt_token_ids: list[int] | None = None
     replica: str = ""
+    version_spans: list[VersionSpan] | None = None
+    """`(start, end, version)` over the output tokens, when the server labels each token (vLLM's generate route);
+    several spans: the request generated across a weight update."""
+
+    def pieces(self) -> list[tuple[list[int], list[float], int | None]]:
+        """`(token_ids, logprobs, version)` of each run of tokens one policy version generated (one piece unless
+        the server reported several versions): each becomes its own trainable segment."""
+        spans = self.version_spans or [(0, len(self.token_ids), self.policy_version)]
+        return [(self.token_ids[a:b], self.logprobs[a:b], v) for a, b, v in spans if b > a] or [
+            ([], [], self.policy_version)
+        ]
 
 
 class LLMClient:
@@ -75,6 +90,9 @@ class LLMClient:
         max_connections: Most open connections (0: no limit); keep it above the expected concurrency.
         health_interval: Seconds between health probes of dead replicas (when the client builds the router).
         health_timeout: Seconds one `GET /health` probe may take.
+        api: `completions` (`/v1/completions`: agentrl's `hf` server, SGLang) or `vllm_generate` (vLLM's
+            `/inference/v1/generate`, whose answers label each token with the weights that sampled it; a vLLM
+            started without `--enable-scale-out` is then reached by `/v1/completions`, with unknown versions).
     """
 
     def __init__(
@@ -90,6 +108,7 @@ class LLMClient:
         max_connections: int = 8192,
         health_interval: float = 5.0,
         health_timeout: float = 2.0,
+        api: Literal["completions", "vllm_generate"] = "completions",
     ) -> None:
         if isinstance(servers, Router):
             self.router, self._owns_router = servers, False
@@ -99,6 +118,7 @@ class LLMClient:
         if self.router.probe is None:
             self.router.probe = self._probe
         self.model = model
+        self.api = api
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -143,9 +163,28 @@ class LLMClient:
             ServerUnavailableError: No replica answered after every retry.
             ProtocolError: The server does not return token ids or logprobs.
         """
-        body = completion_body(prompt_ids, sampling or SamplingParams(), self.model)
-        url, data = await self._post("/v1/completions", body, session_id)
+        sampling = sampling or SamplingParams()
+        if self.api == "vllm_generate":
+            try:
+                url, data = await self._post(GENERATE_PATH, generate_body(prompt_ids, sampling, self.model), session_id)
+                return self._parse_completion(url, as_completion(data, url))
+            except ServerRequestError as e:
+                self._unless_route_off(e)
+        url, data = await self._post("/v1/completions", completion_body(prompt_ids, sampling, self.model), session_id)
         return self._parse_completion(url, data)
+
+    def _unless_route_off(self, error: ServerRequestError) -> None:
+        """Re-raise `error` unless it says vLLM's generate route is off; then use `/v1/completions` from now on."""
+        if not is_disabled(error.status_code):
+            raise error
+        self.api = "completions"
+        logger.warning(
+            "vLLM at %s has no %s (%s): its tokens' versions are unknown (exact/version_known < 1); start vLLM "
+            "with --enable-scale-out, as agentrl's vllm backend does",
+            error.url,
+            GENERATE_PATH,
+            error.status_code,
+        )
 
     async def generate_stream(
         self,
@@ -164,13 +203,19 @@ class LLMClient:
             ServerRequestError, ServerUnavailableError, ProtocolError: as `generate`.
             StreamBrokenError: the stream stopped after tokens had been handed to `on_tokens`.
         """
-        body = {**completion_body(prompt_ids, sampling or SamplingParams(), self.model), "stream": True}
+        sampling = sampling or SamplingParams()
 
         async def try_once(url: str, path: str, body: dict[str, Any]) -> TokenOutput:
             return await self._stream_attempt(url, path, body, on_tokens)
 
-        _, out = await self._post("/v1/completions", body, session_id, try_once)
-        return out
+        if self.api == "vllm_generate":
+            try:
+                body = generate_body(prompt_ids, sampling, self.model, stream=True)
+                return (await self._post(GENERATE_PATH, body, session_id, try_once))[1]
+            except ServerRequestError as e:
+                self._unless_route_off(e)
+        body = {**completion_body(prompt_ids, sampling, self.model), "stream": True}
+        return (await self._post("/v1/completions", body, session_id, try_once))[1]
 
     async def chat(self, messages: Sequence[dict[str, Any]], session_id: str | None = None, **sampling: Any) -> str:
         """Convenience text chat through `/v1/chat/completions` (for tools and judges, not for training).
@@ -257,7 +302,7 @@ class LLMClient:
         return data
 
     async def _stream_attempt(self, url: str, path: str, body: dict[str, Any], on_tokens: TokenSink) -> TokenOutput:
-        stream = CompletionStream(url, on_tokens)
+        stream = CompletionStream(url, on_tokens, as_completion if path == GENERATE_PATH else None)
         try:
             async with self._session().post(url + path, json=body) as response:
                 if response.status >= 400:
@@ -277,7 +322,8 @@ class LLMClient:
             token_ids=stream.token_ids,
             logprobs=stream.logprobs,
             finish_reason=stream.finish_reason,
-            policy_version=version,
+            policy_version=stream.version_spans[-1][2] if stream.version_spans else version,
+            version_spans=stream.version_spans,
             prompt_token_ids=stream.prompt_token_ids,
             replica=url,
         )
@@ -300,9 +346,14 @@ class LLMClient:
 
     async def served_version(self, url: str) -> int | None:
         """The policy version replica `url` serves now, as it reports it (`GET /v1/weights/version` of the `hf`
-        server and of vLLM with agentrl's middleware, SGLang's `GET /model_info`); None when it cannot say."""
+        server, vLLM's `GET /weight_info`, SGLang's `GET /model_info`); None when it cannot say."""
         timeout = aiohttp.ClientTimeout(total=self.health_timeout)
-        for path, key in (("/v1/weights/version", "policy_version"), ("/model_info", "weight_version")):
+        routes = (
+            ("/v1/weights/version", "policy_version"),
+            ("/weight_info", "weight_version"),
+            ("/model_info", "weight_version"),
+        )
+        for path, key in routes:
             try:
                 async with self._session().get(url + path, timeout=timeout) as response:
                     if response.status == 200:
@@ -337,14 +388,22 @@ class LLMClient:
                 f"rollout server {url} returned {got} logprobs for {len(token_ids)} tokens; "
                 "it must support `logprobs: 1` on /v1/completions"
             )
+        spans = choice.get("version_spans")
         return TokenOutput(
             token_ids=token_ids,
             logprobs=logprobs,
             finish_reason=choice.get("finish_reason"),
-            policy_version=reported_version(data),
+            policy_version=spans[-1][2] if spans else reported_version(data),
+            version_spans=spans,
             prompt_token_ids=choice.get("prompt_token_ids"),
             replica=url,
         )
+
+
+def client_api(backend: str) -> Literal["completions", "vllm_generate"]:
+    """The generation route for a `rollout.backend`: vLLM's generate route (versions per token), else
+    `/v1/completions`."""
+    return "vllm_generate" if backend == "vllm" else "completions"
 
 
 VERSION_HEADER = "x-agentrl-policy-version"

@@ -27,8 +27,9 @@ class SinkFailed(Exception):
 class CompletionStream:
     """The tokens of one streamed completion, as they arrive (`feed`), handed to `on_tokens` chunk by chunk."""
 
-    def __init__(self, url: str, on_tokens: TokenSink) -> None:
-        self.url, self.on_tokens = url, on_tokens
+    def __init__(self, url: str, on_tokens: TokenSink, normalize: Callable[[Any, str], Any] | None = None) -> None:
+        self.url, self.on_tokens, self.normalize = url, on_tokens, normalize
+        self.version_spans: list[Any] | None = None
         self.token_ids: list[int] = []
         self.logprobs: list[float] = []
         self.finish_reason: str | None = None
@@ -51,12 +52,16 @@ class CompletionStream:
     async def _chunk(self, data: Any) -> None:
         if isinstance(data, dict) and "error" in data:
             raise ServerRequestError(self.url, 500, error_message(json.dumps(data)))
+        if self.normalize is not None:  # another route's chunk (vLLM's generate), in /v1/completions shape
+            data = self.normalize(data, self.url)
         try:
             choice = data["choices"][0] if data["choices"] else {}
         except (KeyError, IndexError, TypeError) as e:
             raise ProtocolError(f"rollout server {self.url} sent a malformed stream chunk: {data!r:.300}") from e
         if data.get("policy_version") is not None:
             self.policy_version = data["policy_version"]
+        if choice.get("version_spans") is not None:
+            self.version_spans = choice["version_spans"]
         if choice.get("prompt_token_ids") is not None:
             self.prompt_token_ids = choice["prompt_token_ids"]
         self.finish_reason = choice.get("finish_reason") or self.finish_reason

@@ -102,7 +102,7 @@ class Trainer:
         return self.out
 
     async def _serve_and_train(self, model_path: str) -> None:
-        from agentrl.rollout.client import LLMClient
+        from agentrl.rollout.client import LLMClient, client_api
         from agentrl.rollout.routes import check_weight_routes
         from agentrl.rollout.serve import rollout_servers
         from agentrl.trainer.sync import WeightSync
@@ -114,6 +114,7 @@ class Trainer:
                 [s.url for s in servers],
                 timeout=self.cfg.rollout.request_timeout_s,
                 health_interval=self.cfg.rollout.health_check_interval_s,
+                api=client_api(self.cfg.rollout.backend),
             ) as llm,
             rollout_session(self.cfg, llm, self.tokenizer, run_id=self.out.name) as manager,
         ):

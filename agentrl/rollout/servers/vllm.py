@@ -19,7 +19,9 @@ Weight updates, and why this way (checked against the installed vLLM 0.32.0):
   from `lm_head.weight` (without it the model samples new embeddings through the old head: a mean logprob
   mismatch of ~5e-3 after one training step, measured). `as_weights_folder` adds it as a copy of
   `model.embed_tokens.weight` when the weights lack it.
-vLLM does not report a policy version: `policy_version` is tracked here, on our side.
+- Versions: `/update_weight_version` sets the engine's label while it is paused, and vLLM's own generate route
+  (`--enable-scale-out`, `agentrl.rollout.vllm_generate`) reports the label of every output token, so token
+  versions are vLLM's record; `policy_version` here is what the last update set.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     cmd += ["--host", host, "--port", str(port), "--dtype", cfg.dtype]
     cmd += ["--max-model-len", str(cfg.max_model_len), "--seed", "0"]
+    # the generate route labels each token with the weight version (agentrl.rollout.vllm_generate), and the
+    # logprobs are of the distribution sampled from: temperature applied, as the trainer computes them
+    cmd += ["--enable-scale-out", "--logprobs-mode", "processed_logprobs"]
     if not cfg.compile:
         cmd.append("-O0")
     if cfg.max_num_seqs is not None:

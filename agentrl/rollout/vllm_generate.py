@@ -1,0 +1,82 @@
+"""vLLM's token-in/token-out route, `POST /inference/v1/generate`: the one vLLM route that says which weights
+generated each token.
+
+vLLM (>= 0.32, started with `--enable-scale-out`) labels every output token with the engine's weight version at
+the step that sampled it, and answers contiguous spans `{"version", "start", "end"}` over the output's token
+indexes (`choices[0].weight_versions`; in a stream, on the final chunk). agentrl sets that version with
+`/update_weight_version` while vLLM is paused for a weight update (`VLLMServer.update_weights`), so the label is
+the engine's own record of the weights it held, never the client's guess, and a request that generated across
+an update comes back as several spans, which become one segment per version.
+
+Wire format, checked against vLLM 0.32.0 (`vllm/entrypoints/scale_out/token_in_token_out/protocol.py`):
+- request: `{"token_ids": [...], "sampling_params": {"max_tokens", "temperature", "top_p", "top_k", "seed",
+  "stop", "stop_token_ids", "logprobs": 1}, "stream": bool}`;
+- response: `{"choices": [{"token_ids": [...], "finish_reason", "weight_versions": [...], "logprobs":
+  {"content": [{"token_id", "logprob", "rank", "top_logprobs"}, ...]}}]}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrl.rollout.errors import ProtocolError
+from agentrl.rollout.protocol import SamplingParams
+
+GENERATE_PATH = "/inference/v1/generate"
+VersionSpan = tuple[int, int, int | None]
+"""`(start, end, version)`: output tokens `[start, end)` were sampled by the weights of `version` (None: unknown)."""
+
+
+def generate_body(prompt_ids: list[int], sampling: SamplingParams, model: str = "", stream: bool = False) -> dict:
+    """The `/inference/v1/generate` body for one completion of `prompt_ids`, with each token's logprob."""
+    params: dict[str, Any] = {
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "logprobs": 1,
+    }
+    if sampling.stop:
+        params["stop"] = list(sampling.stop)
+    if sampling.stop_token_ids:
+        params["stop_token_ids"] = list(sampling.stop_token_ids)
+    if sampling.seed is not None:
+        params["seed"] = sampling.seed
+    body: dict[str, Any] = {"token_ids": list(prompt_ids), "sampling_params": params, "stream": stream}
+    if model:
+        body["model"] = model
+    return body
+
+
+def as_completion(data: Any, url: str) -> dict[str, Any]:
+    """A generate answer (or stream chunk) in `/v1/completions` shape: `choices[0]` with `token_ids`,
+    `logprobs.token_logprobs`, `finish_reason`, and `version_spans` when vLLM sent `weight_versions`."""
+    try:
+        choice = data["choices"][0] if data["choices"] else {}
+    except (KeyError, IndexError, TypeError) as e:
+        raise ProtocolError(f"vLLM at {url} sent a malformed generate answer: {data!r:.300}") from e
+    content = (choice.get("logprobs") or {}).get("content")
+    out: dict[str, Any] = {
+        "token_ids": choice.get("token_ids"),
+        "finish_reason": choice.get("finish_reason"),
+        "logprobs": {"token_logprobs": [entry["logprob"] for entry in content] if content is not None else None},
+    }
+    if choice.get("weight_versions") is not None:
+        out["version_spans"] = version_spans(choice["weight_versions"])
+    return {"choices": [out] if data["choices"] else []}
+
+
+def version_spans(raw: list[dict[str, Any]]) -> list[VersionSpan]:
+    """vLLM's `weight_versions` as `(start, end, version)` spans (a label that is not a number, such as vLLM's
+    `"default"` before any update, is an unknown version)."""
+    spans = []
+    for span in raw:
+        label = span.get("version")
+        version = int(label) if isinstance(label, str) and label.lstrip("-").isdigit() else None
+        spans.append((int(span["start"]), int(span["end"]), version))
+    return spans
+
+
+def is_disabled(status: int) -> bool:
+    """Whether an error status means the route is off (vLLM started without `--enable-scale-out`, or too old)."""
+    return status in (403, 404, 405)
