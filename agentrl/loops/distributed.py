@@ -154,8 +154,10 @@ class DistributedRolloutManager(JobRunner):
             job = await jobs.get()
             try:
                 traj = await worker.actor.run.remote(job)
-            except ray.exceptions.RayActorError as exc:
-                await self._requeue(job, jobs, done, f"rollout worker {worker.name} died: {exc}")
+            except worker_lost_errors(ray) as exc:
+                # the actor died, or its result object was lost with the node or process that owned it: either
+                # way the job's trajectory never arrived, so it runs again (and is counted once, when it does)
+                await self._requeue(job, jobs, done, f"rollout worker {worker.name} died: {type(exc).__name__}: {exc}")
                 if not await self._revived(worker):
                     worker.alive = False
                 continue
@@ -177,6 +179,13 @@ class DistributedRolloutManager(JobRunner):
                 await worker.actor.start.remote()
             return True
         return False
+
+
+def worker_lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors that mean a job's trajectory will never arrive: its actor died (`RayActorError`), or its
+    result object was lost (`ObjectLostError`, and `OwnerDiedError`, one of those, when its owner died)."""
+    exceptions = ray.exceptions
+    return (exceptions.RayActorError, exceptions.ObjectLostError, exceptions.OwnerDiedError)
 
 
 def lost(job: Job, why: str) -> Trajectory:

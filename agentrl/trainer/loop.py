@@ -149,7 +149,7 @@ class Trainer:
         from agentrl.trainer.nccl_sync import NcclPush, nccl_sender
 
         in_flight = "abort" if self.cfg.rollout.weight_update == "resume" else self.cfg.rollout.weight_update
-        return NcclPush(nccl_sender(servers, self.cfg), in_flight)
+        return NcclPush(lambda members: nccl_sender(members, self.cfg), servers, in_flight)
 
     def _resume(self) -> TrainerState | None:
         if not self.cfg.trainer.resume:

@@ -5,6 +5,7 @@ writing a file the servers load. GPU only, and not verified on a GPU yet (see th
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any, Literal
 
 from agentrl.config.schema import AgentRLConfig
@@ -28,12 +29,30 @@ def nccl_sender(servers: list[RolloutServer], cfg: AgentRLConfig) -> Any:
 
 
 class NcclPush:
-    """Adapts a sender to `WeightSync`: one broadcast reaches every server."""
+    """Adapts a sender to `WeightSync`: one broadcast reaches the live servers.
 
-    def __init__(self, sender: Any, in_flight: Literal["finish", "abort"]) -> None:
-        self.sender, self.in_flight = sender, in_flight
+    An NCCL group cannot lose or gain a member (a dead rank hangs every collective), so when the servers a push
+    goes to are not the group's, the group is closed and formed again over them (`make_sender`): a dead replica
+    is left out, and one that came back joins.
+    """
 
-    def __call__(self, state: Any, version: int) -> None:
+    def __init__(
+        self,
+        make_sender: Callable[[list[RolloutServer]], Any],
+        servers: list[RolloutServer],
+        in_flight: Literal["finish", "abort"],
+    ) -> None:
+        self.make_sender, self.in_flight = make_sender, in_flight
+        self.members = [s.url for s in servers]
+        self.sender = make_sender(list(servers))
+        self.regroups = 0
+        """Times the group was formed again over other servers."""
+
+    def __call__(self, state: Any, version: int, servers: list[RolloutServer]) -> None:
+        if [s.url for s in servers] != self.members:
+            self.close()
+            self.sender, self.members = self.make_sender(list(servers)), [s.url for s in servers]
+            self.regroups += 1
         self.sender.push(state, version, in_flight=self.in_flight)
 
     def close(self) -> None:

@@ -99,8 +99,10 @@ class WeightSync:
             stops them too, and the rollout client continues them from their prefix (partial rollouts).
         scratch_dir: where the weights file is written (default: `/dev/shm`, else the temp folder); a folder
             shared with servers on other hosts (`rollout.shared_weights_dir`).
-        broadcast: `(state, version) -> None` sending each push to every server at once (NCCL, see
-            `agentrl.trainer.nccl_sync`) instead of a file per server; a replica that dies stays out of it.
+        broadcast: `(state, version, servers) -> None` sending each push to `servers` at once (NCCL, see
+            `agentrl.trainer.nccl_sync`) instead of a file per server. Each push goes to the live servers only (a
+            dead replica is left out of the group); one that answers again rejoins at the next push, and takes
+            traffic once that push gave it the current weights.
     """
 
     def __init__(
@@ -120,6 +122,8 @@ class WeightSync:
         self.timeout = timeout
         self.version = 0
         self._staged: StagedWeights | None = None
+        self._rejoining: set[str] = set()
+        """Replicas back from the dead that the next broadcast takes back into its group."""
         self._lock = threading.Lock()
         if router is not None:
             router.on_revive = self.revive
@@ -155,8 +159,11 @@ class WeightSync:
         if server is None:
             return False
         with self._lock:
-            if self.broadcast is not None:  # an NCCL group cannot take a member back
-                return _served_version(server) == self.version
+            if self.broadcast is not None:  # it rejoins the group at the next push, and is current after it
+                if _served_version(server) == self.version:
+                    return True
+                self._rejoining.add(normalize_url(server.url))
+                return False
             if self._staged is None or _served_version(server) == self.version:
                 self._record(server)
                 return True
@@ -176,11 +183,16 @@ class WeightSync:
                 self.broadcast.close()
 
     def _broadcast(self, state: Mapping[str, torch.Tensor]) -> None:
+        dead = set(self.router.dead) if self.router is not None else set()
+        members = [s for s in self.servers if normalize_url(s.url) not in dead - self._rejoining]
+        if not members:
+            raise WeightSyncError(f"no live rollout server to take the weights of version {self.version}")
         try:
-            self.broadcast(state, self.version)
+            self.broadcast(state, self.version, members)
         except Exception as exc:
             raise WeightSyncError(f"NCCL weight broadcast of version {self.version} failed: {exc}") from exc
-        for server in self.servers:
+        self._rejoining.clear()
+        for server in members:
             self._record(server)
 
     def _replace_staged(self, staged: StagedWeights | None) -> None:

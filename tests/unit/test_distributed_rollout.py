@@ -108,3 +108,23 @@ async def test_jobs_are_lost_when_retries_are_spent_or_no_worker_lives() -> None
     out = await manager([only], retries=0).run(SAMPLES[:2])
     assert len(out) == 4 and all(t.stop_reason is StopReason.WORKER_LOST and t.failed for t in out)
     assert "rollout.max_job_retries" in out[0].error or "no rollout worker is alive" in out[0].error
+
+
+@pytest.mark.parametrize("error", ["ObjectLostError", "OwnerDiedError"])
+async def test_a_lost_result_object_is_a_lost_worker_the_job_runs_again_once(error: str) -> None:
+    class LosesOneResult(FakeWorker):
+        """The first job's result object is lost (its owner died); the actor itself lives on."""
+
+        async def _run(self, job) -> Trajectory:
+            traj = await super()._run(job)
+            if len(self.ran) == 1:
+                raise getattr(ray_exceptions, error)("ff" * 14, None, "run")
+            return traj
+
+    worker = LosesOneResult("w0", 0.005)
+    m = manager([worker], concurrency=1)
+    out = await m.run(SAMPLES[:2])
+    keys = [(t.metadata["sample_position"], t.sample_index) for t in out]
+    assert sorted(keys) == [(p, k) for p in range(2) for k in range(2)]  # none lost, none twice
+    assert all(t.stop_reason is StopReason.DONE for t in out)
+    assert (await m.take_metrics(1.0))["rollout/job_retries"] == 1.0

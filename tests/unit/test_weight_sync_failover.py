@@ -101,16 +101,54 @@ async def test_the_router_revive_hook_is_the_catch_up() -> None:
 def test_a_broadcast_route_sends_each_push_once_to_all_servers_and_writes_no_file() -> None:
     a, b = FakeServer("http://a:1"), FakeServer("http://b:2")
     sent: list[tuple[int, float]] = []
-    sync = WeightSync([a, b], router=Router([a.url, b.url]), broadcast=lambda s, v: sent.append((v, float(s["w"][0]))))
+    sync = WeightSync(
+        [a, b], router=Router([a.url, b.url]), broadcast=lambda s, v, to: sent.append((v, float(s["w"][0])))
+    )
     sync.push(state(2.0), version=3)
     assert sent == [(3, 2.0)] and a.loaded == b.loaded == []  # no file route taken
     assert a.policy_version == b.policy_version == 3 and sync.router.policy_version(b.url) == 3
-    b.policy_version = 0  # restarted: it cannot rejoin an NCCL group, so it stays out
+    b.policy_version = 0  # restarted: it takes no traffic until a broadcast brings it to the current version
     assert sync.catch_up(b.url) is False and sync.catch_up(a.url) is True
 
 
+class FakeSender:
+    """A FAKE NCCL sender over a fixed group of servers: a push sets each member's version."""
+
+    def __init__(self, servers, log) -> None:
+        self.servers, self.log, self.closed = servers, log, False
+        log.append(("group", [s.url for s in servers]))
+
+    def push(self, state, version, in_flight="finish") -> None:
+        assert not self.closed
+        for server in self.servers:
+            server.policy_version = version
+        self.log.append(("push", version))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_nccl_pushes_leave_dead_replicas_out_and_take_a_restarted_one_back_at_the_next_push() -> None:
+    from agentrl.trainer.nccl_sync import NcclPush
+
+    a, b = FakeServer("http://a:1"), FakeServer("http://b:2")
+    router, log = Router([a.url, b.url]), []
+    push = NcclPush(lambda servers: FakeSender(servers, log), [a, b], "finish")
+    sync = WeightSync([a, b], router=router, broadcast=push)
+    sync.push(state(1.0), version=1)
+    router.mark_dead(b.url)
+    sync.push(state(2.0), version=2)  # the group is formed again without b: a dead rank would hang the broadcast
+    assert log == [("group", [a.url, b.url]), ("push", 1), ("group", [a.url]), ("push", 2)]
+    assert (a.policy_version, b.policy_version) == (2, 1)
+    b.policy_version = 0  # it comes back, restarted on its first weights
+    assert sync.catch_up(b.url) is False  # no traffic on stale weights
+    sync.push(state(3.0), version=3)  # it rejoins the group, and gets this push
+    assert log[-2:] == [("group", [a.url, b.url]), ("push", 3)] and b.policy_version == 3
+    assert sync.catch_up(b.url) is True and push.regroups == 2
+
+
 def test_a_failed_broadcast_is_a_weight_sync_error() -> None:
-    def broken(state, version):
+    def broken(state, version, servers):
         raise RuntimeError("NCCL error: unhandled system error")
 
     sync = WeightSync([FakeServer("http://a:1")], broadcast=broken)
