@@ -1,0 +1,100 @@
+"""The exactness check of a real training run, from what the run left on disk.
+
+Every trained token's recorded version must name the weights that generated it, and its logprob must be of the
+distribution it was sampled from: so the helper recomputes each generated segment's logprobs with the weights of
+the version the segment names (version 0: the model folder; version v: the run's checkpoint of step v, so run with
+`trainer.save_every=1`), at the segment's temperature, and compares them with the logprobs the rollout server
+returned. A token labelled with the wrong version, or a logprob of another distribution (the raw logits at a
+temperature of 0.7), is off by far more than the 1e-3 allowed. That the check can tell versions apart at all is
+checked too: some tokens must have another version whose weights give them measurably different logprobs.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from agentrl.types import Segment, Trajectory
+
+TOLERANCE = 1e-3
+"""Mean |server − recomputed logprob| allowed per segment (fp32 on both sides: ~1e-6 in practice)."""
+
+
+def trained_trajectories(run_dir: Path) -> list[Trajectory]:
+    """The trajectories of every training step (not the held-out evaluations), with their step samples."""
+    out = []
+    for path in sorted((run_dir / "trajectories").glob("step_*.jsonl.gz")):
+        with gzip.open(path, "rt") as f:
+            out += [Trajectory.from_json(line) for line in f]
+    return [t for t in out if not t.failed]
+
+
+def step_metrics(run_dir: Path) -> list[dict]:
+    """The metrics of each training step (lines with `train/` figures)."""
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [m for m in lines if "rollout/trajectories" in m]
+
+
+def assert_tokens_are_their_versions(run_dir: Path, model_path: str) -> dict[int, int]:
+    """Check every generated segment of the run against the weights of its version; returns the generated tokens
+    checked per version."""
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32).eval()
+    rows = list(_generated_segments(trained_trajectories(run_dir)))
+    assert rows, "the run generated nothing"
+    unknown = [seg for _, seg in rows if seg.policy_version is None]
+    assert not unknown, f"{len(unknown)} generated segments have no version"
+    versions = sorted({seg.policy_version for _, seg in rows})
+    models = {v: base if v == 0 else _checkpoint_model(base, run_dir, v) for v in versions}
+    counts: dict[int, int] = {}
+    separable = False
+    for prefix, seg in rows:
+        own = _mean_gap(models[seg.policy_version], prefix, seg)
+        assert own < TOLERANCE, (
+            f"a segment of version {seg.policy_version} at temperature {seg.temperature}: its server logprobs are "
+            f"{own:.2e} from its version's weights"
+        )
+        counts[seg.policy_version] = counts.get(seg.policy_version, 0) + len(seg.token_ids)
+        others = [v for v in models if v != seg.policy_version]
+        separable = separable or any(_mean_gap(models[v], prefix, seg) > 10 * max(own, 1e-5) for v in others[:1])
+    if len(models) > 1:
+        assert separable, "the versions' weights give the same logprobs: the check could not tell them apart"
+    return counts
+
+
+def _generated_segments(trajectories: list[Trajectory]) -> Iterator[tuple[list[int], Segment]]:
+    """(the tokens before it, the segment) of each non-empty generated segment of every step sample."""
+    for traj in trajectories:
+        for sample in traj.step_samples():
+            prefix: list[int] = []
+            for seg in sample.segments:
+                if seg.trainable and seg.token_ids:
+                    yield list(prefix), seg
+                prefix += seg.token_ids
+
+
+@torch.no_grad()
+def _mean_gap(model: torch.nn.Module, prefix: list[int], seg: Segment) -> float:
+    ids = torch.tensor([prefix + seg.token_ids])
+    logits = model(input_ids=ids).logits[0, len(prefix) - 1 : -1].float()
+    logp = torch.log_softmax(logits / (seg.temperature or 1.0), dim=-1)
+    chosen = logp.gather(-1, torch.tensor(seg.token_ids)[:, None]).squeeze(-1)
+    return float((chosen - torch.tensor(seg.logprobs)).abs().mean())
+
+
+def _checkpoint_model(base: torch.nn.Module, run_dir: Path, version: int) -> torch.nn.Module:
+    """The policy after `version` steps, from the run's checkpoint of that step."""
+    from agentrl.trainer.checkpoint import load_engine
+    from agentrl.trainer.engine import PolicyEngine
+
+    folder = run_dir / "checkpoints" / f"step_{version:06d}" / "engine"
+    assert folder.is_dir(), f"no checkpoint of step {version} in {run_dir} (train with trainer.save_every=1)"
+    model = copy.deepcopy(base)
+    load_engine(PolicyEngine(model), folder)
+    return model.eval()

@@ -1,0 +1,112 @@
+"""Exact on every path: real 2-step training runs off the default path, each checked token by token against the
+weights its recorded version names (`tests/integration/exactness.py`), with the run's own exactness metrics:
+every trained token's version known (from the server that generated it), the trainer's logprobs within 1e-3 of the
+rollout's, and the staleness bound held.
+
+- `hf`, `fully_async`, two rollout workers (Ray actors), temperature 0.7;
+- `vllm`, `sync`, two rollout workers, against the session's vLLM by URL;
+- `hf`, `sync`, two replicas at temperature 1.3, one killed mid-run and restarted, with workers: it takes no
+  worker's traffic before it serves the current weights.
+(`vllm`, `fully_async` at temperature 0.7 with pushes while generations are in flight is in test_train_vllm.py.)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import pytest
+
+from agentrl.cli import main
+from agentrl.rollout.servers.hf.launch import launch_hf_server
+from agentrl.trainer import checkpoint_dir
+from tests.integration.exactness import assert_tokens_are_their_versions, step_metrics, trained_trajectories
+from tests.integration.test_distributed_rollout_real import local_ray  # noqa: F401 (the module's Ray)
+from tests.integration.test_failover_real import kill_once_busy, two_replicas
+
+pytestmark = pytest.mark.integration
+
+COMMON = [
+    "train",
+    "recipe=quickstart",
+    "trainer.steps=2",
+    "trainer.save_every=1",  # the checkpoint of step 1 holds version 1's weights, for the token-by-token check
+    "trainer.lr=1e-4",  # versions far enough apart that a token with the wrong version would show
+    "data.batch_size=2",
+    "rollout.n=4",
+    "rollout.max_tokens=24",
+    "data.eval_files=[]",
+    "rollout.workers=2",
+    "rollout.num_cpus_per_worker=0.5",
+]
+
+
+def assert_exact(run_dir, model_path: str, max_staleness: int) -> list[dict]:
+    steps = step_metrics(run_dir)
+    assert [m["step"] for m in steps] == list(range(1, len(steps) + 1)) and len(steps) >= 2
+    for m in steps:
+        assert m["exact/version_known"] == 1.0
+        assert m["exact/staleness_max"] <= max_staleness
+        assert m["train/rollout_logprob_abs_diff"] < 1e-3 or max_staleness > 0
+        assert m.get("exact/mismatch_lag/0", 0.0) < 1e-3  # tokens of the weights being trained: the same logprobs
+    assert {t.metadata.get("worker") for t in trained_trajectories(run_dir)} == {"w0", "w1"}  # both workers ran
+    counts = assert_tokens_are_their_versions(run_dir, model_path)
+    print("generated tokens checked per version:", counts)
+    return steps
+
+
+def test_hf_fully_async_with_workers_at_temperature_0_7(local_ray, default_model_path, tmp_path):  # noqa: F811
+    args = [*COMMON, "trainer.mode=fully_async", "rollout.weight_update=resume", "rollout.temperature=0.7"]
+    assert main([*args, f"output_dir={tmp_path}"]) == 0
+    steps = assert_exact(tmp_path, default_model_path, max_staleness=1)
+    assert all(m["rollout/stale_corrected"] == 0.0 for m in steps)  # nothing past the bound this time
+    temperatures = {seg.temperature for t in trained_trajectories(tmp_path) for seg in t.segments if seg.trainable}
+    assert temperatures == {0.7}
+
+
+def test_vllm_sync_with_workers(local_ray, vllm_server, default_model_path, tmp_path):  # noqa: F811
+    args = [*COMMON, "rollout.backend=vllm", f"rollout.urls=[{vllm_server.base_url}]"]
+    assert main([*args, "trainer.skip_zero_advantage=false", f"output_dir={tmp_path}"]) == 0
+    steps = assert_exact(tmp_path, default_model_path, max_staleness=0)
+    assert all(m["train/rows_trained"] == 8.0 for m in steps)
+    versions = {seg.policy_version for t in trained_trajectories(tmp_path) for seg in t.segments if seg.trainable}
+    assert versions == {0, 1}  # each step sampled by the weights the step before pushed into vLLM
+    assert vllm_server.served_version() == 2
+
+
+def test_hf_sync_two_replicas_one_killed_and_restarted_with_workers(
+    local_ray,  # noqa: F811
+    default_model_path,
+    tmp_path,
+    monkeypatch,
+):
+    monkeypatch.setattr(checkpoint_dir, "KEEP_LAST", 10)  # every version's weights, for the check
+    survivor, victim = two_replicas(default_model_path)
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    restarted: list = []
+
+    def kill_then_restart() -> int:
+        busy = kill_once_busy(victim)
+        time.sleep(2.0)  # the run goes on with one replica, then the other comes back on its first weights
+        restarted.append(launch_hf_server(default_model_path, victim.port, max_model_len=1024))
+        return busy
+
+    killed = pool.submit(kill_then_restart)
+    try:
+        args = [
+            *COMMON,
+            "trainer.steps=3",  # the restarted replica serves the last steps
+            "rollout.temperature=1.3",
+            "rollout.max_tokens=48",
+            "rollout.health_check_interval_s=0.5",
+            f"rollout.urls=[{survivor.url},{victim.url}]",
+        ]
+        assert main([*args, f"output_dir={tmp_path}"]) == 0
+        assert killed.result(timeout=300) > 0  # it died with requests in flight
+        steps = assert_exact(tmp_path, default_model_path, max_staleness=0)
+        print("retries, live replicas:", [(m["rollout/server_retries"], m["rollout/live_replicas"]) for m in steps])
+        assert not [t for t in trained_trajectories(tmp_path) if t.error]
+        assert restarted and restarted[0].served_version() == 3  # caught up, and took the last push
+    finally:
+        for server in (survivor, victim, *restarted):
+            server.stop()
