@@ -131,8 +131,9 @@ class Trajectory(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
     earlier_steps: list[Trajectory] = Field(default_factory=list)
-    """Step samples before this one, when the agent rewrote its history mid-run (the gateway's black-box agents):
-    each token-exact on its own, trained with this trajectory's advantage."""
+    """Step samples before this one, when the agent rewrote its history mid-run (the gateway's black-box agents, a
+    history window) or the chat template did (a reasoning template dropping earlier `<think>` blocks): each
+    token-exact on its own messages, trained with this trajectory's advantage."""
     turn_rewards: list[float] | None = None
     """The reward of each generated turn (see `turn_index`; with earlier step samples, their turns first, in
     `step_samples()` order), for per-turn credit (`trainer.advantage=turn_grpo` or

@@ -79,6 +79,7 @@ class SessionRecorder:
         self.trajectory_id = trajectory_id
         self.steps: list[Trajectory] = []
         self.calls: list[CallRecord] = []
+        self.template_rewrites = 0  # calls that extended the conversation but that the template rendered anew
         self._builder: TrajectoryBuilder | None = None
         self._view: list[MessageKey] = []
         self._tools_key = ""
@@ -123,7 +124,8 @@ class SessionRecorder:
             self._start_step(messages, tools)
         elif extends:
             extends = self._extend([self._foreign(m) for m in messages[len(self._view) :]])
-            if not extends:  # the template does not render the longer conversation as an extension
+            if not extends:  # the template rewrote history (e.g. dropped earlier <think> blocks)
+                self.template_rewrites += 1
                 self._start_step(messages, tools)
         else:
             self._start_step(messages, tools)

@@ -75,6 +75,7 @@ def session_trajectory(session: GatewaySession) -> Trajectory | None:
     traj.metrics.update(session.metrics)
     traj.metrics["gateway/prefix_reuse_rate"] = session.recorder.prefix_reuse_rate
     traj.metrics["gateway/step_samples"] = float(len(steps))
+    traj.metrics["loop/template_rewrites"] = float(session.recorder.template_rewrites)
     return traj
 
 

@@ -2,7 +2,8 @@
 
 Modules: `base` (AgentLoopBase, LoopOptions, the LOOPS registry), `context` (what a loop sees: AgentContext,
 Budgets, StopLoop), `protocols` (the token generator and tokenizer a loop relies on), `builder` / `drift` /
-`chat_template` (exact token trajectories), `manager` (RolloutManager), `session` (a manager from a run's config),
+`chat_template` (exact token trajectories), `reasoning_template` (a Qwen3-style template that rewrites
+history), `manager` (RolloutManager), `session` (a manager from a run's config),
 `tool_turns` / `tool_setup` / `sandbox_setup` (tools and sandboxes per trajectory), and the built-in loops, imported
 only when named: `single_turn`, `tool_calling` (tool_agent), `swe` (swe_agent), `harbor` (harbor_agent,
 harbor_oracle), `gui` (gui_agent), `gym`.

@@ -15,7 +15,10 @@ from agentrl.types import Message, Role, Segment, Trajectory
 
 
 class TemplateBoundaryError(RuntimeError):
-    """The chat template does not render the conversation as an extension of its previous rendering."""
+    """The chat template does not render the conversation as an extension of its previous rendering (it rewrote
+    history: a reasoning template dropping earlier `<think>` blocks, a template marking the last message). The
+    callers start a new step sample from the template's real rendering instead (`AgentContext.add_messages`, the
+    gateway's recorder)."""
 
 
 class TrajectoryBuilder:
@@ -31,14 +34,19 @@ class TrajectoryBuilder:
     def num_tokens(self) -> int:
         return self.trajectory.num_tokens
 
-    def start(self, messages: list[Message]) -> list[int]:
+    def start(self, messages: list[Message], add_generation_prompt: bool = True) -> list[int]:
         """Render the prompt (with the generation prompt) as the first, non-trainable segment."""
         if self.trajectory.segments:
             raise RuntimeError("start() must be called once, before anything else is appended")
+        ids = self.prompt_ids(messages, add_generation_prompt)
         self.trajectory.messages = list(messages)
-        ids = encode(self.tokenizer, self._render(messages, add_generation_prompt=True))
         self.trajectory.append(Segment(token_ids=ids, trainable=False, role=messages[-1].role))
+        self._last_generated_text = None
         return ids
+
+    def prompt_ids(self, messages: list[Message], add_generation_prompt: bool = True) -> list[int]:
+        """The tokens of the template's rendering of `messages` as a whole (what a server given them sees)."""
+        return encode(self.tokenizer, self._render(messages, add_generation_prompt=add_generation_prompt))
 
     def add_generation(
         self,
@@ -72,7 +80,12 @@ class TrajectoryBuilder:
         return content
 
     def suffix_ids(self, new: list[Message], add_generation_prompt: bool = True) -> list[int]:
-        """The tokens the template adds for `new` messages after the conversation so far (not appended)."""
+        """The tokens the template adds for `new` messages after the conversation so far (not appended).
+
+        Raises:
+            TemplateBoundaryError: the template renders the longer conversation so that it does not extend the
+                rendering so far.
+        """
         prev = self._render(self.trajectory.messages, add_generation_prompt=False)
         full = self._render([*self.trajectory.messages, *new], add_generation_prompt=add_generation_prompt)
         if not full.startswith(prev):

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrl.loops.builder import TrajectoryBuilder
+from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
 from agentrl.loops.protocols import TokenGenerator, Tokenizer, pieces_of
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Message, Sample, StopReason, Trajectory
@@ -102,18 +102,23 @@ class AgentContext:
         new token sequence from `messages`, for a loop that rewrites its context (a window of recent turns, a
         summary). Each step sample is token-exact on its own and trains on its own turns; per-turn estimators
         count turns across them in order."""
-        traj = self.trajectory
-        if traj.segments:
-            earlier = Trajectory(
-                group_id=traj.group_id,
-                sample_index=traj.sample_index,
-                agent_name=traj.agent_name,
-                segments=traj.segments,
-                messages=traj.messages,
-            )
-            traj.earlier_steps.append(earlier)
-            traj.segments, traj.messages = [], []
+        self._set_step_aside()
         self.start(messages)
+
+    def _set_step_aside(self) -> None:
+        """Move the current token sequence, with the messages it was rendered from, to `earlier_steps`."""
+        traj = self.trajectory
+        if not traj.segments:
+            return
+        earlier = Trajectory(
+            group_id=traj.group_id,
+            sample_index=traj.sample_index,
+            agent_name=traj.agent_name,
+            segments=traj.segments,
+            messages=traj.messages,
+        )
+        traj.earlier_steps.append(earlier)
+        traj.segments, traj.messages = [], []
 
     def finish(self) -> None:
         """End the trajectory on the model's last reply: stop_reason done, or max_tokens if that reply was cut."""
@@ -180,14 +185,34 @@ class AgentContext:
     def add_messages(self, messages: list[Message], add_generation_prompt: bool = True) -> None:
         """Append tool results / user turns / observations as the template's exact token suffix.
 
+        When the chat template renders the conversation with them so that it no longer extends the tokens so far
+        (it rewrote history, e.g. dropped earlier turns' `<think>` reasoning), the next turn's real prompt is that
+        rendering: the conversation so far becomes an earlier step sample, a new one starts from the rendering of
+        the whole conversation, and `loop/template_rewrites` counts it.
+
         Raises:
             StopLoop(context_overflow): the messages do not fit in the token budget (nothing is appended).
         """
-        ids = self.builder.suffix_ids(messages, add_generation_prompt)
-        limit = min(self.budgets.max_total_tokens, self.budgets.max_model_len)
-        if self.builder.num_tokens + len(ids) >= limit:
-            raise StopLoop(StopReason.CONTEXT_OVERFLOW, f"{len(ids)} tokens of new messages exceed the budget")
+        try:
+            ids = self.builder.suffix_ids(messages, add_generation_prompt)
+        except TemplateBoundaryError:
+            self._restart_from_template([*self.trajectory.messages, *messages], add_generation_prompt)
+            return
+        self._check_room(self.builder.num_tokens + len(ids), f"{len(ids)} tokens of new messages exceed the budget")
         self.builder.append_messages(messages, ids)
+
+    def _restart_from_template(self, conversation: list[Message], add_generation_prompt: bool) -> None:
+        """Start a new step sample whose prompt is the template's rendering of the whole `conversation`."""
+        ids = self.builder.prompt_ids(conversation, add_generation_prompt)
+        self._check_room(len(ids), f"the re-rendered prompt of {len(ids)} tokens exceeds the budget")
+        self._set_step_aside()
+        self.builder.start(conversation, add_generation_prompt)
+        metrics = self.trajectory.metrics
+        metrics["loop/template_rewrites"] = metrics.get("loop/template_rewrites", 0.0) + 1.0
+
+    def _check_room(self, total_tokens: int, message: str) -> None:
+        if total_tokens >= min(self.budgets.max_total_tokens, self.budgets.max_model_len):
+            raise StopLoop(StopReason.CONTEXT_OVERFLOW, message)
 
     def _time(self, key: str, started: float) -> None:
         timings = self.trajectory.timings

@@ -234,6 +234,7 @@ class OpenAIAgentLoop(AgentLoopBase):
         traj.metrics["gateway/calls"] = float(len(recorder.calls))
         traj.metrics["gateway/step_samples"] = float(len(steps))
         traj.metrics["gateway/prefix_reuse_rate"] = recorder.prefix_reuse_rate
+        traj.metrics["loop/template_rewrites"] = float(recorder.template_rewrites)
         traj.metadata["gateway_calls"] = [
             {"step": c.step, "prefix_matched": c.prefix_matched, "finish_reason": c.finish_reason}
             for c in recorder.calls

@@ -10,7 +10,8 @@ from agentrl.types import Trajectory
 
 def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[str, float]:
     """Reward mean/std (total and per component, over the scored trajectories), lengths, turns, stop-reason
-    shares, errors, infrastructure failures and tokens/s."""
+    shares, errors, infrastructure failures, tokens/s, and `rollout/template_rewrites` (new step samples started
+    because the chat template rewrote history, `loop/template_rewrites`; only when there were any)."""
     if not trajectories:
         return {"rollout/trajectories": 0.0}
     scored = [t for t in trajectories if t.reward is not None] or trajectories
@@ -29,6 +30,9 @@ def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[st
     }
     out.update(component_means(trajectories))
     out.update(tool_use_metrics(trajectories, "rollout"))
+    rewrites = sum(t.metrics.get("loop/template_rewrites", 0.0) for t in trajectories)
+    if rewrites:
+        out["rollout/template_rewrites"] = rewrites
     for reason, count in Counter(str(t.stop_reason) for t in trajectories).items():
         out[f"rollout/stop_reason/{reason}"] = count / len(trajectories)
     return out
