@@ -179,7 +179,7 @@ class LLMClient:
             raise error
         self.api = "completions"
         logger.warning(
-            "vLLM at %s has no %s (%s): its tokens' versions are unknown (exact/version_known < 1); start vLLM "
+            "vLLM at %s has no %s (%s): its tokens' versions are unknown (rollout/version_known < 1); start vLLM "
             "with --enable-scale-out, as agentrl's vllm backend does",
             error.url,
             GENERATE_PATH,
@@ -413,7 +413,7 @@ VERSION_HEADER = "x-agentrl-policy-version"
 def reported_version(data: Any) -> int | None:
     """The policy version a server reported for its reply: `policy_version` (agentrl's `hf` server, or vLLM through
     agentrl's middleware) or SGLang's `metadata.weight_version`; None when the server says nothing (the tokens then
-    count as of unknown version in `exact/version_known`: never guessed from the client's side)."""
+    count as of unknown version in `rollout/version_known`: never guessed from the client's side)."""
     if not isinstance(data, dict):
         return None
     if (version := data.get("policy_version")) is not None:

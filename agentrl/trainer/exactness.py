@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentrl.config.schema import AgentRLConfig
-from agentrl.trainer.staleness import staleness
 from agentrl.types import Trajectory
 
-VERSION_KNOWN = "exact/version_known"
-STALENESS_MAX = "exact/staleness_max"
+VERSION_KNOWN = "rollout/version_known"
+STALENESS_MAX = "rollout/staleness_max"
+"""Logged by `agentrl.trainer.staleness.staleness_metrics`: the largest lag of a trained token."""
 MISMATCH_BY_VERSION = "train/mismatch_by_version/"
 """Prefix of `policy_step`'s per-version mismatch metrics (the absolute version), turned into lags here."""
 
@@ -54,9 +54,8 @@ def truncation_warning(cfg: AgentRLConfig) -> str | None:
 
 
 def exactness_metrics(trajectories: Sequence[Trajectory], version: int, step_metrics: dict[str, float]) -> dict:
-    """`exact/version_known` (share of trained tokens whose version the server reported: must be 1.0),
-    `exact/staleness_max` (the largest lag of a trained token behind `version`, the policy being trained), and
-    `exact/mismatch_lag/<k>` (mean |rollout − trainer logprob| of the tokens k versions old), from `policy_step`'s
+    """`rollout/version_known` (share of trained tokens whose version the server reported: must be 1.0) and
+    `train/mismatch_lag/<k>` (mean |rollout − trainer logprob| of the tokens k versions old), from `policy_step`'s
     per-version figures in `step_metrics` (which are removed from it)."""
     known = total = 0
     for sample in (s for t in trajectories for s in t.step_samples()):
@@ -65,10 +64,9 @@ def exactness_metrics(trajectories: Sequence[Trajectory], version: int, step_met
                 total += len(segment.token_ids)
                 known += len(segment.token_ids) if segment.policy_version is not None else 0
     out: dict[str, float] = {VERSION_KNOWN: known / total if total else 1.0}
-    out[STALENESS_MAX] = float(max((staleness(t, version) for t in trajectories), default=0))
     for key in [k for k in step_metrics if k.startswith(MISMATCH_BY_VERSION)]:
         lag = version - int(key[len(MISMATCH_BY_VERSION) :])
-        out[f"exact/mismatch_lag/{lag}"] = step_metrics.pop(key)
+        out[f"train/mismatch_lag/{lag}"] = step_metrics.pop(key)
     return out
 
 

@@ -35,8 +35,8 @@ def test_fully_async_training_against_vllm_with_partial_rollouts(default_model_p
     steps = step_metrics(tmp_path)
     assert [s["step"] for s in steps] == [1, 2]
     for s in steps:
-        assert s["rollout/failed"] == 0.0 and s["exact/version_known"] == 1.0
-        assert s["exact/staleness_max"] <= 1.0 and s.get("exact/mismatch_lag/0", 0.0) < 1e-3
+        assert s["rollout/failed"] == 0.0 and s["rollout/version_known"] == 1.0
+        assert s["rollout/staleness_max"] <= 1.0 and s.get("train/mismatch_lag/0", 0.0) < 1e-3
     trajectories = trained_trajectories(tmp_path)
     assert {seg.temperature for t in trajectories for seg in t.segments if seg.trainable} == {0.7}
     # rollout never stops: the push after step 1 came while groups were generating, so step 2 trains tokens of

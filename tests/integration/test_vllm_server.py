@@ -256,9 +256,8 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
     state = load_file(f"{model_path}/model.safetensors")  # the same weights, as a new version
     rollout = RolloutConfig(n=1, weight_update="resume", max_tokens=200, temperature=0.0, max_model_len=512)
     sample = Sample(id="count", prompt=[{"role": "user", "content": "Count from 1 to 100, separated by commas."}])
-    async with LLMClient([server.base_url]) as llm:
+    async with LLMClient([server.base_url], api="vllm_generate") as llm:
         start = server.served_version()
-        llm.router.set_policy_version(server.base_url, start)
         sync = WeightSync([server], router=llm.router, in_flight="resume")
         manager = RolloutManager(llm, tokenizer, AgentConfig(max_total_tokens=512), rollout)
         before = generated_tokens_so_far(server.base_url)
@@ -279,3 +278,24 @@ async def test_a_push_mid_generation_resumes_on_the_new_weights(server: Any, mod
     from agentrl.loops.drift import check_drift
 
     assert check_drift(tokenizer, traj).kind != "template"
+
+
+async def test_the_generate_route_streams_tokens_with_vllm_s_version_labels(server: Any, prompt_ids: list[int]):
+    """Token ids and logprobs chunk by chunk, and on the last chunk the version vLLM labelled every token with;
+    the same tokens and logprobs as the non-streamed route."""
+    from agentrl.rollout import LLMClient, SamplingParams
+
+    chunks: list[list[int]] = []
+
+    async def on_tokens(ids: list[int]) -> None:
+        chunks.append(ids)
+
+    sampling = SamplingParams(max_tokens=12, temperature=0.7, seed=5)
+    async with LLMClient([server.base_url], api="vllm_generate") as llm:
+        streamed = await llm.generate_stream(prompt_ids, sampling, on_tokens=on_tokens)
+        whole = await llm.generate(prompt_ids, sampling)
+    assert len(chunks) > 1 and [t for c in chunks for t in c] == streamed.token_ids
+    assert streamed.token_ids == whole.token_ids and llm.api == "vllm_generate"
+    assert max(abs(a - b) for a, b in zip(streamed.logprobs, whole.logprobs, strict=True)) < 1e-4
+    assert streamed.policy_version == whole.policy_version == server.served_version()
+    assert whole.version_spans == [(0, len(whole.token_ids), server.served_version())]

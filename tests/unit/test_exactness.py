@@ -46,13 +46,12 @@ def trajectory(*versions: int | None, group: str = "g", reward: float = 0.0) -> 
 def test_version_share_staleness_and_mismatch_by_lag():
     step = {"train/mismatch_by_version/3": 0.25, "train/mismatch_by_version/4": 0.5, "train/loss": 1.0}
     metrics = exactness_metrics([trajectory(3, 4), trajectory(4, None)], version=4, step_metrics=step)
-    assert metrics["exact/version_known"] == pytest.approx(3 / 4)
-    assert metrics["exact/staleness_max"] == 1.0
-    assert metrics["exact/mismatch_lag/1"] == 0.25 and metrics["exact/mismatch_lag/0"] == 0.5
+    assert metrics["rollout/version_known"] == pytest.approx(3 / 4)
+    assert metrics["train/mismatch_lag/1"] == 0.25 and metrics["train/mismatch_lag/0"] == 0.5
     assert step == {"train/loss": 1.0}  # the per-version figures became per-lag ones
-    breaches = exactness_breaches(metrics, max_staleness=0, stale_samples="drop")
+    breaches = exactness_breaches({**metrics, "rollout/staleness_max": 1.0}, max_staleness=0, stale_samples="drop")
     assert len(breaches) == 2 and "25.0% of the trained tokens have no version" in breaches[0]
-    assert exactness_breaches({"exact/version_known": 1.0, "exact/staleness_max": 1.0}, 1, "drop") == []
+    assert exactness_breaches({"rollout/version_known": 1.0, "rollout/staleness_max": 1.0}, 1, "drop") == []
 
 
 def test_policy_step_reports_the_mismatch_of_each_version_s_tokens():

@@ -169,7 +169,7 @@ class VLLMServer(ManagedServer):
         model_path = resolve_model(model)
         port = port or free_port(host)
         cmd = build_command(vllm_python(cfg.python), model_path, port, host, cfg)
-        return cls.start_process(
+        server = cls.start_process(
             cmd,
             host=host,
             port=port,
@@ -179,6 +179,15 @@ class VLLMServer(ManagedServer):
             name="vllm",
             startup_timeout=cfg.startup_timeout,
         )
+        server.label_version(0)  # the folder's weights: version 0, on every token (not vLLM's label "default")
+        return server
+
+    def label_version(self, version: int, timeout: float = 30.0) -> None:
+        """Set the weight version vLLM labels its tokens with (`/update_weight_version`), without new weights."""
+        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+            answer = http.post("/update_weight_version", json={"new_version": str(version)})
+        _raise_for_status(answer, "update_weight_version")
+        self.policy_version = version
 
     def update_weights(
         self,
