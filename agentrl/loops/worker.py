@@ -74,12 +74,16 @@ class RolloutWorker:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         await self.start()
-        self._expected_version = max(self._expected_version, *job.versions.values(), 0)
+        self.note_versions(job.versions)
         started = time.perf_counter()
         traj = await self._manager.with_rollout(job.rollout).run_job(job)
         self.busy_s += time.perf_counter() - started
         traj.metadata.update({"worker": self.worker_id, "worker_node": self.node, "attempt": job.attempt})
         return traj
+
+    def note_versions(self, versions: dict[str, int]) -> None:
+        """Remember the newest version the driver had pushed (a job's `versions`), for `_caught_up`."""
+        self._expected_version = max(self._expected_version, *versions.values(), 0)
 
     async def _caught_up(self, url: str) -> bool:
         """Whether a replica that answers again serves weights at least as new as the driver's at this worker's

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,10 +44,18 @@ def step_metrics(run_dir: Path) -> list[dict]:
 
 def assert_tokens_are_their_versions(run_dir: Path, model_path: str) -> dict[int, int]:
     """Check every generated segment of the run against the weights of its version; returns the generated tokens
-    checked per version."""
+    checked per version. The run's checkpoints are deleted afterwards (1.6 GB per step: a test session keeps every
+    run directory until it ends)."""
+    try:
+        return _check_versions(run_dir, model_path)
+    finally:
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+
+
+def _check_versions(run_dir: Path, model_path: str) -> dict[int, int]:
     from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32).eval()
+    base = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
     rows = list(_generated_segments(trained_trajectories(run_dir)))
     assert rows, "the run generated nothing"
     unknown = [seg for _, seg in rows if seg.policy_version is None]
