@@ -21,7 +21,8 @@ from agentrl.types import Sample, Trajectory
 @dataclass
 class Job:
     """One trajectory to run: what `RolloutManager.run_one` takes, plus the sampling settings and the policy
-    versions the replicas serve (the driver's router knows them; a worker's own client does not)."""
+    versions the driver has pushed to each replica (a worker takes a restarted replica back only once it serves
+    them; the versions of generated tokens always come from the replies)."""
 
     sample: Sample
     group_id: str

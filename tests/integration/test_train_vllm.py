@@ -9,12 +9,14 @@ from __future__ import annotations
 import pytest
 
 from agentrl.cli import main
+from agentrl.trainer import checkpoint_dir
 from tests.integration.exactness import assert_tokens_are_their_versions, step_metrics, trained_trajectories
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("vllm_installed")]
 
 
-def test_fully_async_training_against_vllm_with_partial_rollouts(default_model_path, tmp_path, capsys):
+def test_fully_async_training_against_vllm_with_partial_rollouts(default_model_path, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(checkpoint_dir, "KEEP_LAST", 10)  # every version's weights, for the token-by-token check
     args = [
         "train",
         "recipe=quickstart",
@@ -22,7 +24,7 @@ def test_fully_async_training_against_vllm_with_partial_rollouts(default_model_p
         "trainer.mode=fully_async",
         "rollout.weight_update=resume",
         "rollout.temperature=0.7",
-        "trainer.steps=2",
+        "trainer.steps=3",
         "trainer.save_every=1",
         "trainer.lr=1e-4",
         "data.batch_size=2",
@@ -33,13 +35,13 @@ def test_fully_async_training_against_vllm_with_partial_rollouts(default_model_p
     ]
     assert main(args) == 0, capsys.readouterr().err[-3000:]
     steps = step_metrics(tmp_path)
-    assert [s["step"] for s in steps] == [1, 2]
+    assert [s["step"] for s in steps] == [1, 2, 3]
     for s in steps:
         assert s["rollout/failed"] == 0.0 and s["rollout/version_known"] == 1.0
         assert s["rollout/staleness_max"] <= 1.0 and s.get("train/mismatch_lag/0", 0.0) < 1e-3
     trajectories = trained_trajectories(tmp_path)
     assert {seg.temperature for t in trajectories for seg in t.segments if seg.trainable} == {0.7}
-    # rollout never stops: the push after step 1 came while groups were generating, so step 2 trains tokens of
-    # both versions (some groups started on version 0)
-    assert {seg.policy_version for t in trajectories for seg in t.segments if seg.trainable} == {0, 1}
+    # rollout never stops: each push came while groups were generating, so later steps train tokens of several
+    # versions, each labelled by vLLM
+    assert {0, 1} <= {seg.policy_version for t in trajectories for seg in t.segments if seg.trainable}
     print("tokens checked per version:", assert_tokens_are_their_versions(tmp_path, default_model_path))
