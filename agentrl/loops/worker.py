@@ -19,6 +19,8 @@ from agentrl.types import Trajectory
 
 CATCH_UP_WAIT_S = 10.0
 """Seconds a health check waits for a revived replica to reach the expected version before asking again later."""
+CATCH_UP_POLL_S = 0.5
+"""Seconds between two questions to a revived replica about the version it serves."""
 
 
 class RolloutWorker:
@@ -96,7 +98,7 @@ class RolloutWorker:
                 return True
             if time.monotonic() >= deadline:
                 return False  # still behind: the next health check asks again
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(CATCH_UP_POLL_S)
 
     def stats(self) -> dict[str, Any]:
         """The worker's id, node and busy seconds so far."""

@@ -33,7 +33,14 @@ from agentrl.rollout.errors import (
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.router import Router
 from agentrl.rollout.streaming import CompletionStream, SinkFailed, TokenSink
-from agentrl.rollout.vllm_generate import GENERATE_PATH, VersionSpan, as_completion, generate_body, is_disabled
+from agentrl.rollout.vllm_generate import (
+    GENERATE_PATH,
+    VersionSpan,
+    as_completion,
+    check_spans,
+    generate_body,
+    is_disabled,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +182,7 @@ class LLMClient:
 
     def _unless_route_off(self, error: ServerRequestError) -> None:
         """Re-raise `error` unless it says vLLM's generate route is off; then use `/v1/completions` from now on."""
-        if not is_disabled(error.status_code):
+        if not is_disabled(error.status_code, error.server_message):
             raise error
         self.api = "completions"
         logger.warning(
@@ -289,17 +296,13 @@ class LLMClient:
         try:
             async with self._session().post(url + path, json=body) as response:
                 status, raw, reason = response.status, await response.read(), response.reason or ""
-                header = response.headers.get(VERSION_HEADER)
         except (aiohttp.ClientError, TimeoutError) as e:
             raise self._transport_error(url, e) from e
         _raise_for_status(url, status, raw, reason)
         try:
-            data = json.loads(raw)
+            return json.loads(raw)
         except ValueError as e:
             raise ProtocolError(f"rollout server {url} answered with invalid JSON: {raw[:300]!r}") from e
-        if header is not None and isinstance(data, dict) and data.get("policy_version") is None:
-            data["policy_version"] = _as_version(header)  # vLLM's, stamped by agentrl's middleware
-        return data
 
     async def _stream_attempt(self, url: str, path: str, body: dict[str, Any], on_tokens: TokenSink) -> TokenOutput:
         stream = CompletionStream(url, on_tokens, as_completion if path == GENERATE_PATH else None)
@@ -307,7 +310,6 @@ class LLMClient:
             async with self._session().post(url + path, json=body) as response:
                 if response.status >= 400:
                     _raise_for_status(url, response.status, await response.read(), response.reason or "")
-                header = response.headers.get(VERSION_HEADER)
                 await stream.feed(response.content)
         except SinkFailed as e:
             raise e.error from None
@@ -317,7 +319,9 @@ class LLMClient:
             raise StreamBrokenError(url, len(stream.token_ids), f"{type(e).__name__}: {e}") from e
         if not stream.done:
             raise StreamBrokenError(url, len(stream.token_ids), "the body ended before `data: [DONE]`")
-        version = stream.policy_version if stream.policy_version is not None else _as_version(header)
+        version = _as_version(stream.policy_version)
+        if stream.version_spans is not None:
+            check_spans(stream.version_spans, len(stream.token_ids), url)
         return TokenOutput(
             token_ids=stream.token_ids,
             logprobs=stream.logprobs,
@@ -389,6 +393,8 @@ class LLMClient:
                 "it must support `logprobs: 1` on /v1/completions"
             )
         spans = choice.get("version_spans")
+        if spans is not None:
+            check_spans(spans, len(token_ids), url)
         return TokenOutput(
             token_ids=token_ids,
             logprobs=logprobs,
@@ -406,14 +412,11 @@ def client_api(backend: str) -> Literal["completions", "vllm_generate"]:
     return "vllm_generate" if backend == "vllm" else "completions"
 
 
-VERSION_HEADER = "x-agentrl-policy-version"
-"""Response header with the policy version that generated a reply (agentrl's middleware in vLLM sets it)."""
-
-
 def reported_version(data: Any) -> int | None:
-    """The policy version a server reported for its reply: `policy_version` (agentrl's `hf` server, or vLLM through
-    agentrl's middleware) or SGLang's `metadata.weight_version`; None when the server says nothing (the tokens then
-    count as of unknown version in `rollout/version_known`: never guessed from the client's side)."""
+    """The policy version a server reported for its reply: `policy_version` (agentrl's `hf` server) or SGLang's
+    `metadata.weight_version` (vLLM's per-token labels come with its generate route, `version_spans`); None when
+    the server says nothing (the tokens then count as of unknown version in `rollout/version_known`: never guessed
+    from the client's side)."""
     if not isinstance(data, dict):
         return None
     if (version := data.get("policy_version")) is not None:

@@ -77,6 +77,21 @@ def version_spans(raw: list[dict[str, Any]]) -> list[VersionSpan]:
     return spans
 
 
-def is_disabled(status: int) -> bool:
-    """Whether an error status means the route is off (vLLM started without `--enable-scale-out`, or too old)."""
-    return status in (403, 404, 405)
+def check_spans(spans: list[VersionSpan], length: int, url: str) -> None:
+    """Raise `ProtocolError` unless `spans` cover the output's `length` tokens in order, each token once (a gap or
+    an overlap would drop or repeat tokens when the output is split into one segment per version)."""
+    at = 0
+    for start, end, _ in spans:
+        if start != at or end < start:
+            break
+        at = end
+    else:
+        if at == length:
+            return
+    raise ProtocolError(f"vLLM at {url} labelled {length} output tokens with weight-version spans {spans}")
+
+
+def is_disabled(status: int, message: str) -> bool:
+    """Whether an error answer means the route is off: vLLM started without `--enable-scale-out` (403), or one
+    without the route (404, 405; not a 404 about the model, which is the request's own fault)."""
+    return status == 403 or (status in (404, 405) and "model" not in message.lower())

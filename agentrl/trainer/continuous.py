@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,9 @@ from agentrl.trainer.sampling import has_reward_variance
 from agentrl.trainer.staleness import oldest_version
 from agentrl.types import Sample, Trajectory
 
+MAX_REGENERATIONS = 3
+"""Regenerations of one prompt for staleness, at most; then it is dropped."""
+logger = logging.getLogger(__name__)
 _STALE_COUNTS = {"drop": "stale_dropped", "regenerate": "stale_regenerated", "correct": "stale_corrected"}
 STARTED_VERSION = "started_version"
 """`Trajectory.metadata` key: the policy version when the trajectory's group started (its lag when it generated
@@ -74,9 +78,15 @@ class ContinuousCollector:
         """Admitted groups left out of training (past the bound, or no reward variance): their slots are free."""
         self.counts = {"stale_dropped": 0, "stale_regenerated": 0, "stale_corrected": 0, "zero_variance": 0}
         """Groups handled at the bound and by dynamic sampling, over the run."""
+        self._base = version()
+        """The version this collector started at (a resumed run's step): the admission bound counts from it."""
         self._redo: list[Sample] = []
         self._samples_of: dict[str, Sample] = {}
         """The prompt of each complete group not yet taken by a step (to regenerate it)."""
+        self._regenerations: dict[int, int] = {}
+        """Times each prompt (by `id`) was regenerated for staleness: at `MAX_REGENERATIONS` it is dropped."""
+        self._warned: set[str] = set()
+        self._flat_in_a_row = 0
         self._ready: asyncio.Queue[list[Trajectory] | BaseException] = asyncio.Queue()
         self._changed = asyncio.Condition()
         self._slots = asyncio.Semaphore(max(1, max_groups_in_flight))
@@ -84,7 +94,7 @@ class ContinuousCollector:
 
     def admissible(self) -> bool:
         """Whether one more group may start now (AReaL's rule, see the module docstring)."""
-        bound = (self.version() + self.trainer.max_staleness + 1) * self.batch_size
+        bound = (self.version() - self._base + self.trainer.max_staleness + 1) * self.batch_size
         return self.started - self.retired < bound
 
     async def notify(self) -> None:
@@ -117,6 +127,7 @@ class ContinuousCollector:
         before = dict(self.counts)
         groups: list[list[Trajectory]] = []
         left_out: list[Trajectory] = []
+        self._flat_in_a_row = 0
         while len(groups) < self.batch_size:
             group = await self._next_group()
             if await self._admit_to_step(group):
@@ -135,7 +146,7 @@ class ContinuousCollector:
 
     def lag(self, group: list[Trajectory]) -> int:
         """Policy versions between the one being trained now and the oldest that wrote any of `group`'s tokens
-        (the version its group started at, for tokens with no version)."""
+        (the version the group started at, when none of its tokens has a version)."""
         oldest = [oldest_version(t) for t in group]
         known = [v for v in oldest if v is not None]
         first = min(known) if known else min((t.metadata.get(STARTED_VERSION, 0) for t in group), default=0)
@@ -144,19 +155,49 @@ class ContinuousCollector:
     async def _admit_to_step(self, group: list[Trajectory]) -> bool:
         """Whether the step trains `group`; a group left out frees its admission slot (and, under
         `stale_samples=regenerate`, its prompt runs again)."""
+        if not group:
+            return await self._retire()
+        sample = self._samples_of.pop(group[0].group_id, None)
         if self.lag(group) > self.trainer.max_staleness:
-            mode = self.trainer.stale_samples
+            mode = self._stale_mode(sample)
             self.counts[_STALE_COUNTS[mode]] += 1
-            if mode == "correct":
-                return True
-            if mode == "regenerate":
-                self._redo.append(self._samples_of.pop(group[0].group_id))
-            return await self._retire()
-        self._samples_of.pop(group[0].group_id, None)
+            if mode == "regenerate" and sample is not None:
+                self._redo.append(sample)
+            if mode != "correct":
+                return await self._retire()
         if self.trainer.dynamic_sampling and not _varies(trainable(self.trainer, group)):
-            self.counts["zero_variance"] += 1
-            return await self._retire()
+            self._flat_in_a_row += 1
+            if self._flat_in_a_row <= self.trainer.max_sampling_rounds * self.batch_size:
+                self.counts["zero_variance"] += 1
+                return await self._retire()
+            self._warn_once(
+                "flat",
+                f"dynamic sampling: {self._flat_in_a_row - 1} groups in a row had equal rewards; training on them "
+                "rather than waiting for more (raise trainer.max_sampling_rounds to wait longer)",
+            )
         return True
+
+    def _stale_mode(self, sample: Sample | None) -> str:
+        """`trainer.stale_samples`, except that a prompt regenerated `MAX_REGENERATIONS` times is dropped (it is
+        slower than the bound allows every time: regenerating it again would never end)."""
+        mode = self.trainer.stale_samples
+        if mode != "regenerate" or sample is None:
+            return "drop" if mode == "regenerate" else mode
+        tries = self._regenerations.get(id(sample), 0)
+        if tries >= MAX_REGENERATIONS:
+            self._warn_once(
+                "regenerate",
+                f"a prompt was past trainer.max_staleness={self.trainer.max_staleness} after {tries} regenerations: "
+                "dropped (its episodes take longer than the bound allows; raise max_staleness to keep such prompts)",
+            )
+            return "drop"
+        self._regenerations[id(sample)] = tries + 1
+        return mode
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message)
 
     async def _retire(self) -> bool:
         self.retired += 1

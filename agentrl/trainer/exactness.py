@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentrl.config.schema import AgentRLConfig
+from agentrl.trainer.batch import check_trainable
 from agentrl.types import Trajectory
 
 VERSION_KNOWN = "rollout/version_known"
@@ -53,6 +54,16 @@ def truncation_warning(cfg: AgentRLConfig) -> str | None:
     )
 
 
+def check_batch(trajectories: Sequence[Trajectory], backend: str) -> None:
+    """Raise `UntrainableSegmentError`, naming `backend`, for a generated segment that cannot be trained exactly
+    (no logprobs, or greedy tokens), before any of the batch is trained."""
+    for traj in trajectories:
+        for sample in traj.step_samples():
+            for segment in sample.segments:
+                if segment.trainable and segment.token_ids:
+                    check_trainable(sample, segment, f"the {backend} server")
+
+
 def exactness_metrics(trajectories: Sequence[Trajectory], version: int, step_metrics: dict[str, float]) -> dict:
     """`rollout/version_known` (share of trained tokens whose version the server reported: must be 1.0) and
     `train/mismatch_lag/<k>` (mean |rollout − trainer logprob| of the tokens k versions old), from `policy_step`'s
@@ -70,18 +81,18 @@ def exactness_metrics(trajectories: Sequence[Trajectory], version: int, step_met
     return out
 
 
-def exactness_breaches(metrics: dict[str, float], max_staleness: int, stale_samples: str) -> list[str]:
-    """What in a step's `metrics` breaks the contract, each with what to change (empty: the step was exact)."""
-    breaches = []
+def exactness_breaches(metrics: dict[str, float], max_staleness: int, stale_samples: str) -> dict[str, str]:
+    """What in a step's `metrics` breaks the contract: {kind: message with what to change} (empty: exact)."""
+    breaches = {}
     known = metrics.get(VERSION_KNOWN, 1.0)
     if known < 1.0:
-        breaches.append(
+        breaches["version"] = (
             f"{1 - known:.1%} of the trained tokens have no version from the server that generated them: use an "
             "agentrl server (hf, or vllm / sglang launched by agentrl), which reports the version of every reply"
         )
     lag = metrics.get(STALENESS_MAX, 0.0)
     if lag > max_staleness and stale_samples != "correct":
-        breaches.append(
+        breaches["staleness"] = (
             f"a trained token is {lag:g} versions old, past trainer.max_staleness={max_staleness} with "
             f"stale_samples={stale_samples}: this is a bug in agentrl's staleness bound; please report it"
         )

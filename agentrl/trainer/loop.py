@@ -28,7 +28,13 @@ from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
 from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch, empty_count
-from agentrl.trainer.exactness import exactness_breaches, exactness_metrics, exactness_problems, truncation_warning
+from agentrl.trainer.exactness import (
+    check_batch,
+    exactness_breaches,
+    exactness_metrics,
+    exactness_problems,
+    truncation_warning,
+)
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
@@ -270,6 +276,7 @@ class Trainer:
         metrics["rollout/empty_trajectories"] = float(empty_count(batch.generated))
         metrics.update(self.sync.router.failover_metrics())
         started = time.perf_counter()
+        check_batch(trainable, self.cfg.rollout.backend)
         step_metrics = self.backend.step(trainable) if trainable else {"train/skipped": 1.0}
         metrics.update(exactness_metrics(trainable, self.version, step_metrics))
         metrics.update(step_metrics)
@@ -286,9 +293,9 @@ class Trainer:
     def _check_exactness(self, metrics: dict[str, Any], step: int) -> None:
         """Warn once about each way the step's data broke the exactness contract (`agentrl.trainer.exactness`)."""
         t = self.cfg.trainer
-        for breach in exactness_breaches(metrics, t.max_staleness, t.stale_samples):
-            if breach.split(":")[0] not in self._breaches:
-                self._breaches.add(breach.split(":")[0])
+        for kind, breach in exactness_breaches(metrics, t.max_staleness, t.stale_samples).items():
+            if kind not in self._breaches:
+                self._breaches.add(kind)
                 print(f"step {step}: warning: {breach}", flush=True)
 
     async def _evaluate(self, step: int) -> None:

@@ -43,15 +43,17 @@ class NcclPush:
         in_flight: Literal["finish", "abort"],
     ) -> None:
         self.make_sender, self.in_flight = make_sender, in_flight
-        self.members = [s.url for s in servers]
-        self.sender = make_sender(list(servers))
+        self.members: list[str] | None = [s.url for s in servers]
+        self.sender: Any = make_sender(list(servers))
         self.regroups = 0
         """Times the group was formed again over other servers."""
 
     def __call__(self, state: Any, version: int, servers: list[RolloutServer]) -> None:
         if [s.url for s in servers] != self.members:
             self.close()
-            self.sender, self.members = self.make_sender(list(servers)), [s.url for s in servers]
+            self.members = None  # no group until the new one forms (forming it may fail; the next push tries again)
+            self.sender = self.make_sender(list(servers))
+            self.members = [s.url for s in servers]
             self.regroups += 1
         self.sender.push(state, version, in_flight=self.in_flight)
 
@@ -59,3 +61,4 @@ class NcclPush:
         close = getattr(self.sender, "close", None)
         if close is not None:
             close()
+        self.sender = None

@@ -84,7 +84,7 @@ async def test_policy_version_is_never_guessed_from_the_client_side() -> None:
 
 
 def test_reported_version_reads_each_backend_s_field() -> None:
-    assert reported_version({"policy_version": 4}) == 4  # the hf server, vLLM through agentrl's middleware
+    assert reported_version({"policy_version": 4}) == 4  # the hf server
     assert reported_version({"metadata": {"weight_version": "5"}}) == 5  # SGLang's OpenAI routes
     assert reported_version({"metadata": {"weight_version": "default"}}) is None  # SGLang before any update
     assert reported_version({"choices": []}) is None

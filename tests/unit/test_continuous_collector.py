@@ -7,7 +7,7 @@ import asyncio
 import itertools
 
 from agentrl.config.schema import TrainerConfig
-from agentrl.trainer.continuous import ContinuousCollector
+from agentrl.trainer.continuous import MAX_REGENERATIONS, ContinuousCollector
 from agentrl.types import Sample, Segment, StopReason, Trajectory
 
 
@@ -140,7 +140,8 @@ async def replay(stale_samples: str, steps: int = 12) -> tuple[list[tuple[str, i
     trainer = TrainerConfig(max_staleness=1, stale_samples=stale_samples)
     c = ContinuousCollector(manager, FakeRewards(), samples, 2, trainer, lambda: version["v"], max_groups_in_flight=8)
     drawn = itertools.count()
-    c.cursor.take = lambda n: [next(drawn) % len(samples)]  # the slow prompt first
+    c.drawn = []  # type: ignore[attr-defined]
+    c.cursor.take = lambda n: c.drawn.append(next(drawn) % len(samples)) or c.drawn[-1:]  # the slow prompt first
     producer = asyncio.create_task(c.run())
     trained, metrics = [], []
     for step in range(1, steps + 1):
@@ -173,11 +174,33 @@ async def test_drop_keeps_every_trained_group_within_the_bound_and_replaces_the_
     assert sum(m["rollout/stale_dropped"] for m in metrics) == 1
 
 
-async def test_regenerate_runs_the_stale_prompt_again_on_the_current_policy():
-    trained, c, _ = await replay("regenerate")
+async def test_regenerate_runs_the_stale_prompt_again_on_the_current_policy_a_bounded_number_of_times():
+    trained, c, _ = await replay("regenerate", steps=60)
     assert max(lag for _, lag in trained) <= 1
-    assert c.counts["stale_regenerated"] >= 1
-    assert c.manager.started.count("slow") >= 2  # started again after the first run came back too stale
+    assert c.counts["stale_regenerated"] == MAX_REGENERATIONS  # started again after each run came back too stale
+    # it is slower than the bound allows every time: after the last regeneration it is dropped, not retried forever
+    assert c.manager.started.count("slow") == c.drawn.count(0) + MAX_REGENERATIONS
+    assert 1 <= c.counts["stale_dropped"] <= c.drawn.count(0) - 1  # later draws of it, dropped at once
+
+
+async def test_a_resumed_run_admits_from_its_own_step_not_from_zero():
+    c = collector(FakeManager({}), SAMPLES, lambda: 10, staleness=1, batch=2)
+    producer = asyncio.create_task(c.run())
+    await asyncio.sleep(0.1)
+    assert c.started == 4  # (0 + 1 + 1) x 2 groups from step 10, not (10 + 1 + 1) x 2
+    producer.cancel()
+    await asyncio.gather(producer, return_exceptions=True)
+
+
+async def test_dynamic_sampling_trains_flat_groups_rather_than_wait_forever():
+    trainer = TrainerConfig(max_staleness=4, dynamic_sampling=True, max_sampling_rounds=1)
+    c = ContinuousCollector(FakeManager({}), FakeRewards(), SAMPLES, 2, trainer, lambda: 0, 8)  # every reward 1
+    producer = asyncio.create_task(c.run())
+    batch = await asyncio.wait_for(c.next_batch(1), timeout=5)
+    assert len({t.group_id for t in batch.trajectories}) == 2
+    assert batch.metrics["rollout/zero_variance"] == 2.0  # 1 round x 2 groups skipped, then taken as they come
+    producer.cancel()
+    await asyncio.gather(producer, return_exceptions=True)
 
 
 async def test_dynamic_sampling_skips_groups_with_equal_rewards_and_takes_the_next_from_the_stream():

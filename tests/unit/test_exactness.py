@@ -7,8 +7,9 @@ import pytest
 from agentrl.config import AgentRLConfig
 from agentrl.config.loader import ConfigError
 from agentrl.config.schema import TrainerConfig
+from agentrl.trainer.batch import UntrainableSegmentError
 from agentrl.trainer.engine import PolicyEngine
-from agentrl.trainer.exactness import exactness_breaches, exactness_metrics, truncation_warning
+from agentrl.trainer.exactness import check_batch, exactness_breaches, exactness_metrics, truncation_warning
 from agentrl.trainer.loop import prepare_config
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
@@ -50,8 +51,16 @@ def test_version_share_staleness_and_mismatch_by_lag():
     assert metrics["train/mismatch_lag/1"] == 0.25 and metrics["train/mismatch_lag/0"] == 0.5
     assert step == {"train/loss": 1.0}  # the per-version figures became per-lag ones
     breaches = exactness_breaches({**metrics, "rollout/staleness_max": 1.0}, max_staleness=0, stale_samples="drop")
-    assert len(breaches) == 2 and "25.0% of the trained tokens have no version" in breaches[0]
-    assert exactness_breaches({"rollout/version_known": 1.0, "rollout/staleness_max": 1.0}, 1, "drop") == []
+    assert set(breaches) == {"version", "staleness"}
+    assert "25.0% of the trained tokens have no version" in breaches["version"]
+    assert exactness_breaches({"rollout/version_known": 1.0, "rollout/staleness_max": 1.0}, 1, "drop") == {}
+
+
+def test_a_segment_without_logprobs_stops_the_step_naming_the_backend():
+    segments = [Segment(token_ids=[1], trainable=False), Segment(token_ids=[2, 3], trainable=True)]
+    with pytest.raises(UntrainableSegmentError, match="without logprobs \\(the vllm server returned none\\)"):
+        check_batch([Trajectory(segments=segments)], "vllm")
+    check_batch([trajectory(0)], "vllm")  # logprobs and a version: nothing to say
 
 
 def test_policy_step_reports_the_mismatch_of_each_version_s_tokens():

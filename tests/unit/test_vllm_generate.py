@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from agentrl.rollout.client import LLMClient, TokenOutput, client_api
+from agentrl.rollout.errors import ProtocolError
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.testing import fake_servers
-from agentrl.rollout.vllm_generate import as_completion, generate_body, version_spans
+from agentrl.rollout.vllm_generate import as_completion, check_spans, generate_body, is_disabled, version_spans
 
 ANSWER = {
     "choices": [
@@ -59,3 +62,16 @@ async def test_a_vllm_without_the_route_is_reached_by_completions_with_unknown_v
                 out = await llm.generate([1, 2], SamplingParams(max_tokens=3))
             assert len(out.token_ids) == 3 and out.policy_version is None
             assert llm.api == "completions" and "--enable-scale-out" in caplog.text
+
+
+def test_spans_must_cover_the_output_once_in_order():
+    check_spans([(0, 2, 3), (2, 3, 4)], 3, "u")
+    check_spans([], 0, "u")
+    for bad in ([(0, 2, 3)], [(0, 2, 3), (1, 3, 4)], [(1, 3, 3)], [(0, 2, 3), (2, 4, 4)]):
+        with pytest.raises(ProtocolError, match="weight-version spans"):
+            check_spans(bad, 3, "u")
+
+
+def test_only_a_missing_route_falls_back_not_a_missing_model():
+    assert is_disabled(403, "Scale-out endpoints are disabled") and is_disabled(404, "Not Found")
+    assert not is_disabled(404, "The model `policy` does not exist.") and not is_disabled(400, "bad")

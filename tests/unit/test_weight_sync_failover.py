@@ -166,3 +166,25 @@ def test_nccl_transfer_without_a_gpu_says_so() -> None:
     cfg = load_config(overrides=["rollout.backend=sglang", "rollout.weight_transfer=nccl"], check_run=False)
     with pytest.raises(UserError, match="GPU|CUDA"):
         nccl_sender([FakeServer("http://a:1")], cfg)
+
+
+def test_a_group_that_fails_to_form_is_formed_again_at_the_next_push() -> None:
+    from agentrl.trainer.nccl_sync import NcclPush
+
+    a, b = FakeServer("http://a:1"), FakeServer("http://b:2")
+    router, log, fail = Router([a.url, b.url]), [], [False]
+
+    def make(servers):
+        if fail[0]:
+            raise RuntimeError("NCCL init timed out")
+        return FakeSender(servers, log)
+
+    push = NcclPush(make, [a, b], "finish")
+    sync = WeightSync([a, b], router=router, broadcast=push)
+    router.mark_dead(b.url)
+    fail[0] = True
+    with pytest.raises(WeightSyncError, match="NCCL init timed out"):
+        sync.push(state(1.0), version=1)
+    fail[0] = False
+    sync.push(state(2.0), version=2)  # not the closed group of before: a new one over the live server
+    assert log[-2:] == [("group", [a.url]), ("push", 2)] and a.policy_version == 2

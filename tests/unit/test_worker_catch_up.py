@@ -21,7 +21,7 @@ class FakeClient:
 
 async def test_a_restarted_replica_waits_for_the_driver_s_weights(monkeypatch) -> None:
     monkeypatch.setattr(worker_module, "CATCH_UP_WAIT_S", 5.0)
-    monkeypatch.setattr(worker_module.asyncio, "sleep", _no_wait)
+    monkeypatch.setattr(worker_module, "CATCH_UP_POLL_S", 0.0)
     worker = RolloutWorker(AgentRLConfig(), ["http://a:1", "http://b:2"])
     worker.note_versions({"http://a:1": 3, "http://b:2": 1})  # the driver's router when the job started
     worker._client = FakeClient([0, 0, 3])  # back on version 0; the driver's push brings it to 3
@@ -37,7 +37,3 @@ async def test_a_replica_still_behind_stays_out_until_the_next_health_check(monk
     assert await worker._caught_up("http://a:1") is False
     worker._client = FakeClient([None])  # a server that cannot say which weights it holds is not trusted either
     assert await worker._caught_up("http://a:1") is False
-
-
-async def _no_wait(_: float) -> None:
-    return None

@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import httpx
 
 from agentrl.errors import UserError
-from agentrl.rollout.servers.process import ManagedServer, ServerProcess, apply_overrides, free_port, shm_dir
+from agentrl.rollout.servers.process import (
+    ManagedServer,
+    ServerProcess,
+    ServerStartError,
+    apply_overrides,
+    free_port,
+    shm_dir,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -179,7 +186,14 @@ class VLLMServer(ManagedServer):
             name="vllm",
             startup_timeout=cfg.startup_timeout,
         )
-        server.label_version(0)  # the folder's weights: version 0, on every token (not vLLM's label "default")
+        try:
+            server.label_version(0)  # the folder's weights: version 0, on every token (not vLLM's label "default")
+        except httpx.HTTPError as exc:
+            server.stop()
+            raise ServerStartError(
+                f"vLLM at {server.base_url} started but could not label its weights as version 0 ({exc}): agentrl "
+                "needs vLLM >= 0.32 with VLLM_SERVER_DEV_MODE=1 (scripts/install_vllm.sh installs it)"
+            ) from exc
         return server
 
     def label_version(self, version: int, timeout: float = 30.0) -> None:
