@@ -46,7 +46,7 @@ def trajectory_to_tensors(traj: Trajectory, backend: str = "the rollout server")
 
     Raises:
         ValueError: the trajectory has no trainable segment (nothing to train on).
-        UntrainableSegmentError: a generated segment has no logprobs, or was sampled greedily.
+        UntrainableSegmentError: a generated segment has no logprobs.
     """
     first = next((i for i, s in enumerate(traj.segments) if s.trainable), None)
     if first is None:
@@ -62,9 +62,9 @@ def trajectory_to_tensors(traj: Trajectory, backend: str = "the rollout server")
         response.extend(seg.token_ids)
         mask.extend([1 if seg.trainable else 0] * n)
         if seg.trainable and n:
-            check_trainable(traj, seg, backend)
+            require_logprobs(traj, seg, backend)
             logprobs.extend(seg.logprobs or [])
-            temperatures.extend([seg.temperature if seg.temperature is not None else 1.0] * n)
+            temperatures.extend([_scoring_temperature(seg)] * n)
             versions.extend([seg.policy_version if seg.policy_version is not None else -1] * n)
         else:
             logprobs.extend([0.0] * n)
@@ -84,20 +84,33 @@ class UntrainableSegmentError(ValueError):
     """A generated segment the trainer cannot train on exactly (no logprobs, or greedy tokens)."""
 
 
-def check_trainable(traj: Trajectory, seg: Segment, backend: str = "the rollout server") -> None:
-    """Raise `UntrainableSegmentError` unless `seg`'s tokens carry the logprobs of a sampled (not greedy) draw;
-    `backend` names the server that generated them, for the message."""
+def require_logprobs(traj: Trajectory, seg: Segment, backend: str = "the rollout server") -> None:
+    """Raise `UntrainableSegmentError` when generated `seg` has no logprobs (filling them in with 0.0 would read
+    as probability 1 and quietly down-weight the tokens under the off-policy correction)."""
     if seg.logprobs is None:
         raise UntrainableSegmentError(
             f"trajectory {traj.id} has {len(seg.token_ids)} generated tokens without logprobs ({backend} returned "
             "none); the loss and its importance weights need the sampling logprobs: make the server return "
             "`logprobs` (every agentrl backend does), or mark the segment trainable=False"
         )
+
+
+def check_trainable(traj: Trajectory, seg: Segment, backend: str = "the rollout server") -> None:
+    """Raise `UntrainableSegmentError` unless `seg`'s tokens carry the logprobs of a sampled (not greedy) draw;
+    `backend` names the server that generated them, for the message."""
+    require_logprobs(traj, seg, backend)
     if seg.temperature is not None and seg.temperature <= 0:
         raise UntrainableSegmentError(
             f"trajectory {traj.id} has greedy tokens (temperature 0): they have no sampling distribution to train; "
             "sample with rollout.temperature > 0, or keep greedy decoding for evaluation"
         )
+
+
+def _scoring_temperature(seg: Segment) -> float:
+    """The temperature the trainer scores `seg`'s tokens at: the one they were sampled at; 1.0 when unknown, and
+    for greedy tokens (no distribution of their own: they are scored, as in a drift or mask check, but never
+    trained, `agentrl.trainer.exactness.check_batch` refuses them)."""
+    return seg.temperature if seg.temperature is not None and seg.temperature > 0 else 1.0
 
 
 @dataclass

@@ -20,7 +20,10 @@ pytestmark = pytest.mark.integration
 def trajectories():
     def t(prompt, response, group, reward):
         return Trajectory(
-            segments=[Segment(token_ids=prompt, trainable=False), Segment(token_ids=response, trainable=True)],
+            segments=[
+                Segment(token_ids=prompt, trainable=False),
+                Segment(token_ids=response, trainable=True, logprobs=[-1.0] * len(response), policy_version=0),
+            ],
             group_id=group,
             reward=reward,
         )

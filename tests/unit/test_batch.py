@@ -1,7 +1,13 @@
 import pytest
 import torch
 
-from agentrl.trainer.batch import UntrainableSegmentError, collate, response_length, trajectory_to_tensors
+from agentrl.trainer.batch import (
+    UntrainableSegmentError,
+    check_trainable,
+    collate,
+    response_length,
+    trajectory_to_tensors,
+)
 from agentrl.types import Segment, Trajectory
 
 
@@ -62,10 +68,11 @@ def test_generated_tokens_without_logprobs_are_an_error_naming_the_backend():
         trajectory_to_tensors(traj(seg([1], False), seg([4, 5], True)), backend="vllm")
 
 
-def test_greedy_tokens_are_refused_and_sampled_ones_keep_their_temperature():
+def test_greedy_tokens_are_refused_for_training_and_sampled_ones_keep_their_temperature():
     greedy = traj(seg([1], False), Segment(token_ids=[4], trainable=True, logprobs=[-0.1], temperature=0.0))
     with pytest.raises(UntrainableSegmentError, match="greedy"):
-        trajectory_to_tensors(greedy)
+        check_trainable(greedy, greedy.segments[1])
+    assert trajectory_to_tensors(greedy).temperatures.tolist() == [1.0]  # scored (a mask check), never at 1/0
     warm = Segment(token_ids=[4, 5], trainable=True, logprobs=[-0.1, -0.2], temperature=0.7)
     t = trajectory_to_tensors(traj(seg([1], False), warm, seg([6], False), seg([7], True, [-0.3])))
     assert t.temperatures.tolist() == pytest.approx([0.7, 0.7, 1.0, 1.0])
