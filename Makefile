@@ -28,3 +28,4 @@ quickstart: setup
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports

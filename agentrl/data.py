@@ -13,7 +13,7 @@ folder of them, or a dataset manifest; each task becomes one sample whose prompt
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,10 @@ def load_samples(path: str | Path) -> list[Sample]:
     return [_to_sample(row, path, i) for i, row in enumerate(_read_rows(path))]
 
 
-def first_row_problem(path: str | Path) -> str | None:
+def first_row_problem(path: str | Path, loop_problem: Callable[[str], str | None] | None = None) -> str | None:
     """What is wrong with a dataset file, judged from its first row (None if nothing): missing, unreadable, empty,
-    a first row that is not a valid sample, or one naming an unknown agent loop."""
+    a first row that is not a valid sample, or (with `loop_problem`, which says what is wrong with a loop name) one
+    naming an unknown agent loop."""
     path = Path(path)
     if _is_harbor(path):
         return _harbor_problem(path)
@@ -60,11 +61,8 @@ def first_row_problem(path: str | Path) -> str | None:
         return str(exc)
     except Exception as exc:  # a corrupt Parquet file, an unreadable file
         return f"cannot read {path}: {type(exc).__name__}: {exc}"
-    if sample.agent_name:
-        from agentrl.loops.base import LOOPS
-
-        if problem := LOOPS.problem(sample.agent_name):
-            return f"{path}, row 0: agent_name: {problem}"
+    if sample.agent_name and loop_problem is not None and (problem := loop_problem(sample.agent_name)):
+        return f"{path}, row 0: agent_name: {problem}"
     return None
 
 

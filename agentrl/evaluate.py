@@ -97,10 +97,10 @@ def run_eval(cfg: AgentRLConfig, opts: EvalOptions | None = None) -> Path:
 
 async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
     """Async `run_eval`."""
+    from agentrl.config.run_dir import output_dir
     from agentrl.loops.session import rollout_session
     from agentrl.models import load_tokenizer, resolve_model
     from agentrl.rewards.pipeline import RewardPipeline
-    from agentrl.runner import output_dir
 
     samples = run_samples(cfg, opts.split)[: opts.limit]
     if not samples:

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from agentrl.config.run_dir import output_dir
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
 from agentrl.errors import UserError
@@ -19,22 +20,6 @@ from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.rollout.serve import rollout_servers
 from agentrl.types import Sample, Trajectory
-
-
-def output_dir(cfg: AgentRLConfig, kind: str) -> Path:
-    """The run directory: `output_dir` if set, else runs/<recipe>-<kind>-<timestamp>; it gets the resolved
-    configuration as `config.yaml` (data paths absolute), so a run can be read or repeated from its folder."""
-    path = Path(cfg.output_dir or f"runs/{cfg.recipe or 'run'}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
-    path.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, path / "config.yaml")
-    return path
-
-
-def save_config(cfg: AgentRLConfig, path: Path) -> None:
-    """Write `cfg` as YAML to `path`."""
-    from omegaconf import OmegaConf
-
-    path.write_text(OmegaConf.to_yaml(cfg.model_dump(mode="json", by_alias=True)))
 
 
 def rollout_samples(cfg: AgentRLConfig) -> list[Sample]:

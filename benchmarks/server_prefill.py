@@ -33,7 +33,7 @@ import torch
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.hf import core
 from agentrl.rollout.servers.hf.engine import EngineConfig, HFEngine
-from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS
+from agentrl.shared_prefix import MIN_SHARED_TOKENS
 
 
 def gym_like_prompts(requests: int, states: int, prefix: int, state: int, vocab: int) -> list[list[int]]:

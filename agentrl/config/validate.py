@@ -187,10 +187,11 @@ def _env_problems(cfg: AgentRLConfig) -> list[str]:
 
 def _data_problems(cfg: AgentRLConfig) -> list[str]:
     from agentrl.data import first_row_problem
+    from agentrl.loops.base import LOOPS
 
     problems = []
     for key in ("train_files", "eval_files"):
         for i, path in enumerate(getattr(cfg.data, key)):
-            if problem := first_row_problem(path):
+            if problem := first_row_problem(path, LOOPS.problem):
                 problems.append(f"data.{key}[{i}]: {problem}")
     return problems

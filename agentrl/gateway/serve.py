@@ -95,10 +95,10 @@ async def serve_gateway(
 ) -> Path:
     """Serve until `stop` is set (or the process is interrupted); returns the run directory. `ready` gets the
     gateway's URL once it serves."""
+    from agentrl.config.run_dir import output_dir
     from agentrl.models import load_tokenizer, resolve_model
     from agentrl.rollout.client import LLMClient, client_api
     from agentrl.rollout.serve import rollout_servers
-    from agentrl.runner import output_dir
 
     out = output_dir(cfg, "gateway")
     model_path = resolve_model(cfg.model)

@@ -116,7 +116,7 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "harbor_oracle": "agentrl.loops.harbor:HarborOracleLoop",
         "gui_agent": "agentrl.loops.gui:GUIAgentLoop",
         "gym": "agentrl.loops.gym:GymAgentLoop",
-        "openai_agent": "agentrl.loops.openai_agent:OpenAIAgentLoop",
+        "openai_agent": "agentrl.gateway.agent_loop:OpenAIAgentLoop",
     },
     accepts=_is_loop_class,
     expected="an AgentLoopBase subclass",

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import torch
 
-from agentrl.trainer.batch import PaddedBatch
-from agentrl.trainer.choices import choice_entropy, turn_first_tokens
-from agentrl.trainer.shared_prefix import (
+from agentrl.shared_prefix import (
     MIN_SHARED_TOKENS,
     common_prefix,
     distinct_prompts,
     forward_with_shared_prefix,
     forward_with_shared_prompts,
 )
+from agentrl.trainer.batch import PaddedBatch
+from agentrl.trainer.choices import choice_entropy, turn_first_tokens
 
 
 def response_logprobs(
@@ -72,7 +72,7 @@ def _response_forward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The log-distributions [b, R', V] at the response positions of `rows`, the response tokens' logprobs
     [b, R'] and their real-token mask, over the filled columns only (R' ≤ R). `share_prefix`: run the prompt
-    prefix all the rows share once (`agentrl.trainer.shared_prefix`)."""
+    prefix all the rows share once (`agentrl.shared_prefix`)."""
     # Only the columns some row of `rows` fills are run: the batch is padded to its longest row, and a
     # micro-batch of short rows would otherwise pay for that row's length in padding.
     start, end = _filled_columns(batch.attention_mask[rows], batch.prompt_len)

@@ -73,7 +73,7 @@ class Trainer:
     """Owns the policy backend, the rollout servers' client, the data position and the run directory."""
 
     def __init__(self, cfg: AgentRLConfig):
-        from agentrl.runner import output_dir
+        from agentrl.config.run_dir import output_dir
 
         self.cfg = cfg
         self.out = output_dir(cfg, "train")

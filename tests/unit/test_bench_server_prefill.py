@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from agentrl.rollout.servers.hf import core
-from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS
+from agentrl.shared_prefix import MIN_SHARED_TOKENS
 from benchmarks.server_prefill import gym_like_prompts, run
 
 

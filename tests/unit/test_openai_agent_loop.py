@@ -132,7 +132,7 @@ def test_a_rewritten_history_trains_every_step_sample_with_one_advantage(tokeniz
 
 
 def test_the_options_say_what_to_set():
-    from agentrl.loops.openai_agent import OpenAIAgentLoop
+    from agentrl.gateway.agent_loop import OpenAIAgentLoop
 
     for kwargs in ({}, {"entry_point": f"{HERE}:sync_agent", "command": "true"}):
         (problem,) = OpenAIAgentLoop.option_problems(kwargs)
@@ -162,13 +162,13 @@ async def sleeping_agent(base_url: str, model: str, sample: Sample, sandbox) -> 
 def test_an_agents_own_timeout_is_its_error_and_the_budget_is_time_budget(tokenizer, monkeypatch):
     traj, _ = run_agent(tokenizer, ["x"], entry_point=f"{HERE}:agent_with_its_own_timeout")
     assert traj.stop_reason == StopReason.ERROR and "HTTP call timed out" in (traj.error or "")
-    monkeypatch.setattr("agentrl.loops.openai_agent.DEADLINE_GRACE_S", 0.0)
+    monkeypatch.setattr("agentrl.gateway.agent_loop.DEADLINE_GRACE_S", 0.0)
     traj, _ = run_agent(tokenizer, ["x"], timeout_s=0.2, entry_point=f"{HERE}:sleeping_agent")
     assert traj.stop_reason == StopReason.TIME_BUDGET
 
 
 def test_a_command_agent_past_its_budget_is_killed_with_what_it_started(tokenizer, tmp_path, monkeypatch):
-    monkeypatch.setattr("agentrl.loops.openai_agent.DEADLINE_GRACE_S", 0.0)
+    monkeypatch.setattr("agentrl.gateway.agent_loop.DEADLINE_GRACE_S", 0.0)
     pid_file = tmp_path / "child.pid"
     command = f"sh -c 'sleep 300 & echo $! > {pid_file}; wait'"
     traj, _ = run_agent(tokenizer, ["x"], timeout_s=0.5, command=command)

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from agentrl.config import TrainerConfig
+from agentrl.shared_prefix import MIN_SHARED_TOKENS, common_prefix, distinct_prompts
 from agentrl.trainer.batch import collate
 from agentrl.trainer.engine import EngineConfig, PolicyEngine
 from agentrl.trainer.forward import response_logprobs
-from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, common_prefix, distinct_prompts
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
 from tests.tiny_models import tiny_llama as tiny_model

@@ -174,7 +174,7 @@ def test_prepare_config_checks_and_fills_async_defaults():
 def test_run_directory_keeps_the_resolved_config(tmp_path):
     from omegaconf import OmegaConf
 
-    from agentrl.runner import output_dir
+    from agentrl.config.run_dir import output_dir
 
     cfg = AgentRLConfig.model_validate({"output_dir": str(tmp_path / "run"), "trainer": {"steps": 3}})
     out = output_dir(cfg, "train")

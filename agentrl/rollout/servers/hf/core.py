@@ -17,7 +17,7 @@ from agentrl.rollout.servers.hf.kvcache import KV, PaddedBatch, check_cache_supp
 from agentrl.rollout.servers.hf.request import Detokenizer, GenRequest
 from agentrl.rollout.servers.hf.sampling import sample_next
 from agentrl.rollout.servers.hf.stopping import check_stop
-from agentrl.trainer.shared_prefix import MIN_SHARED_TOKENS, cache_argument, common_prefix, new_cache, prefix_once
+from agentrl.shared_prefix import MIN_SHARED_TOKENS, cache_argument, common_prefix, new_cache, prefix_once
 
 
 class EngineCore:

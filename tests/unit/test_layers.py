@@ -1,0 +1,56 @@
+"""The layers contract of `pyproject.toml` (`lint-imports`): agentrl keeps it, and it catches a lower layer that
+imports a higher one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+pytestmark = pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed (pip install -e '.[dev]')")
+
+
+def lint(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_agentrl_keeps_its_layers():
+    result = lint(ROOT)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_the_contract_catches_a_lower_layer_importing_a_higher_one(tmp_path: Path):
+    """A package shaped like agentrl (one module per layer package) under the same contract: clean, it passes;
+    once `agentrl.types` imports `agentrl.trainer`, it fails and names the import."""
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contract["contracts"][0].pop("ignore_imports", None)
+    package = tmp_path / "agentrl"
+    for layer in contract["contracts"][0]["layers"]:
+        for name in layer.split(" : "):
+            module = package.joinpath(*name.split(".")[1:])
+            module.mkdir(parents=True, exist_ok=True)
+            (module / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "trainer" / "__init__.py").write_text("from agentrl import types\n")  # down: allowed
+    (tmp_path / "pyproject.toml").write_text(_toml(contract))
+    assert lint(tmp_path).returncode == 0
+    (package / "types" / "__init__.py").write_text("from agentrl import trainer\n")  # up: refused
+    result = lint(tmp_path)
+    assert result.returncode != 0 and "agentrl.types -> agentrl.trainer" in result.stdout
+
+
+def _toml(contract: dict) -> str:
+    (layers,) = [c["layers"] for c in contract["contracts"]]
+    listed = ",\n".join(f'  "{layer}"' for layer in layers)
+    return (
+        '[tool.importlinter]\nroot_package = "agentrl"\n\n[[tool.importlinter.contracts]]\n'
+        f'name = "layers"\ntype = "layers"\nlayers = [\n{listed},\n]\n'
+    )
