@@ -54,6 +54,10 @@ def _rollout_problems(cfg: AgentRLConfig) -> list[str]:
         )
     if r.shared_weights_dir is not None and not Path(r.shared_weights_dir).is_dir():
         problems.append(f"rollout.shared_weights_dir: {r.shared_weights_dir} is not a folder on this machine")
+    from agentrl.rollout.servers.availability import backend_problem
+
+    if problem := backend_problem(r):
+        problems.append(problem)
     return problems
 
 
