@@ -57,8 +57,8 @@ class RolloutConfig(_Section):
     max_model_len: int = Field(2048, ge=16, description="context length of the rollout server")
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
-        description="weights and compute dtype of the servers training starts (not of rollout.server_urls); auto: "
-        "trainer.dtype, and where that is auto too, bfloat16 on a machine with a GPU, float32 without",
+        description="weights and compute dtype of the servers training starts (not of those reached by rollout.urls); "
+        "auto: trainer.dtype, and where that is auto too, bfloat16 on a machine with a GPU, float32 without",
     )
     request_timeout_s: float = Field(600.0, gt=0, description="timeout of one generation request")
     health_check_interval_s: float = Field(

@@ -10,8 +10,8 @@ from typing import Any
 
 from agentrl.gateway.recorder import Reply, SessionRecorder
 from agentrl.gateway.validation import read_request
-from agentrl.loops.context import MAX_RESUMES
-from agentrl.loops.protocols import Generation, StreamingTokenGenerator, TokenGenerator, TokenSink, pieces_of
+from agentrl.loops.protocols import Generation, Piece, StreamingTokenGenerator, TokenGenerator, TokenSink
+from agentrl.loops.resume import generate_resuming
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import StopReason
 
@@ -151,21 +151,14 @@ class GatewaySession:
 
     async def _generate(
         self, llm: TokenGenerator, prompt: list[int], sampling: SamplingParams, on_tokens: TokenSink | None
-    ) -> tuple[list[tuple[list[int], list[float] | None, int | None]], str]:
+    ) -> tuple[list[Piece], str]:
         """One generation, continued from its exact prefix after each abort when `resume_aborted`."""
-        pieces: list[tuple[list[int], list[float] | None, int | None]] = []
-        generated: list[int] = []
-        while True:
-            left = sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(generated)})
-            out = await _one_generation(llm, prompt + generated, left, self.id, on_tokens)
-            pieces.extend(pieces_of(out))
-            generated += list(out.token_ids)
-            finish = out.finish_reason or "stop"
-            if finish != "abort" or not self.resume_aborted or len(pieces) > MAX_RESUMES:
-                return pieces, finish
-            if len(generated) >= sampling.max_tokens:
-                return pieces, "length"
-            self.metrics["rollout/resumed_generations"] = self.metrics.get("rollout/resumed_generations", 0.0) + 1
+
+        async def once(ids: list[int], left: SamplingParams) -> Generation:
+            return await _one_generation(llm, ids, left, self.id, on_tokens)
+
+        out = await generate_resuming(once, prompt, sampling, self.resume_aborted, self.metrics)
+        return out.pieces, out.finish_reason or "stop"
 
 
 def parses_tool_calls(request: dict[str, Any]) -> bool:

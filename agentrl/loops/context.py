@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
-from agentrl.loops.protocols import TokenGenerator, Tokenizer, pieces_of
+from agentrl.loops.protocols import TokenGenerator, Tokenizer
+from agentrl.loops.resume import MAX_RESUMES, generate_resuming  # noqa: F401 (MAX_RESUMES: where it was)
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Message, Sample, StopReason, Trajectory
-
-MAX_RESUMES = 16
-"""Continuations of one generation after aborts, at most (weight pushes faster than a turn would never end)."""
 
 if TYPE_CHECKING:
     from agentrl.envs.gym import GymEpisode
@@ -144,9 +143,11 @@ class AgentContext:
             update["seed"] = self.sampling.seed + self.trajectory.num_turns
         sampling = self.sampling.model_copy(update={**update, **sampling_overrides})
         started = time.perf_counter()
-        pieces, out = await self._generate_pieces(sampling)
+        once = functools.partial(self.llm.generate, session_id=self.trajectory.id)
+        traj = self.trajectory
+        out = await generate_resuming(once, traj.token_ids, sampling, self.resume_aborted, traj.metrics)
         self._time("generate_s", started)
-        text = self.builder.add_generation_pieces(pieces, sampling.temperature)
+        text = self.builder.add_generation_pieces(out.pieces, sampling.temperature)
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")
@@ -158,29 +159,7 @@ class AgentContext:
                 raise StopLoop(StopReason.MAX_TOKENS)
             metrics = self.trajectory.metrics
             metrics["loop/cut_turns"] = metrics.get("loop/cut_turns", 0.0) + 1.0
-        return Turn(text=text, token_ids=list(out.token_ids), finish_reason=out.finish_reason)
-
-    async def _generate_pieces(self, sampling: SamplingParams) -> tuple[list[tuple[list[int], Any, Any]], Any]:
-        """One generation, and with `resume_aborted` its continuations after each abort by a weight push: every
-        piece is generated from the exact prefix (the trajectory plus the pieces so far) and keeps its version.
-        Returns the pieces and the last output (whose finish reason is the turn's)."""
-        pieces: list[tuple[list[int], Any, Any]] = []
-        generated: list[int] = []
-        while True:
-            left = sampling.max_tokens - len(generated)
-            request = sampling.model_copy(update={"max_tokens": left})
-            prompt = self.trajectory.token_ids + generated
-            out = await self.llm.generate(prompt, request, session_id=self.trajectory.id)
-            pieces.extend(pieces_of(out))
-            generated += list(out.token_ids)
-            resumable = self.resume_aborted and len(pieces) <= MAX_RESUMES
-            if out.finish_reason != "abort" or not resumable:
-                return pieces, out
-            if len(generated) >= sampling.max_tokens:  # aborted exactly at the limit: the turn is cut there
-                out.finish_reason = "length"
-                return pieces, out
-            metrics = self.trajectory.metrics
-            metrics["rollout/resumed_generations"] = metrics.get("rollout/resumed_generations", 0.0) + 1.0
+        return Turn(text=text, token_ids=list(out.last.token_ids), finish_reason=out.finish_reason or "stop")
 
     def add_messages(self, messages: list[Message], add_generation_prompt: bool = True) -> None:
         """Append tool results / user turns / observations as the template's exact token suffix.

@@ -24,6 +24,7 @@ from agentrl.trainer.forward import (
     row_spans,
 )
 from agentrl.trainer.host_memory import map_large_allocations, release_freed_memory
+from agentrl.weights_io import tied_aliases
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
@@ -268,17 +269,6 @@ def token_budget_slices(spans: list[tuple[int, int]], budget: int) -> list[slice
     return out
 
 
-def tied_aliases(model: torch.nn.Module) -> set[str]:
-    """State-dict names whose tensor is the very parameter of an earlier name (tied weights)."""
-    seen: set[int] = set()
-    aliases = set()
-    for name, tensor in model.state_dict(keep_vars=True).items():
-        if id(tensor) in seen:
-            aliases.add(name)
-        seen.add(id(tensor))
-    return aliases
-
-
 def batch_to(batch: PaddedBatch, device: torch.device) -> PaddedBatch:
     """The batch with every tensor on `device`."""
     moved = {f.name: getattr(batch, f.name) for f in fields(batch)}
@@ -338,6 +328,5 @@ __all__ = [
     "is_additive",
     "response_logprobs",
     "shard_model",
-    "tied_aliases",
     "token_share",
 ]

@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 import torch
-from safetensors.torch import save_file
 
 from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight, RolloutServer
 from agentrl.rollout.router import normalize_url
 from agentrl.rollout.servers.process import shm_dir
+from agentrl.weights_io import save_state_dict, state_dict_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -33,26 +33,9 @@ class WeightSyncError(InfrastructureError):
     """A rollout server refused or failed a weight update."""
 
 
-def _dedup(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """CPU tensors of `state`, each storage once: a tied alias (`lm_head.weight` sharing the embeddings) is left
-    out, as every backend re-ties it on load (the `hf` server's tied aliases, vLLM's `as_weights_folder`), and
-    writing it would copy the largest matrix again."""
-    tensors: dict[str, torch.Tensor] = {}
-    seen: set[tuple[int, tuple[int, ...]]] = set()
-    for name, value in state.items():
-        tensor = value.detach().contiguous().cpu()
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key not in seen:
-            tensors[name] = tensor
-            seen.add(key)
-    return tensors
-
-
 def write_safetensors(state: Mapping[str, torch.Tensor], folder: Path) -> Path:
-    """Save a state dict as one contiguous safetensors file (shared tensors de-duplicated by name)."""
-    path = folder / "model.safetensors"
-    save_file(_dedup(state), str(path))
-    return path
+    """Save a state dict as `folder/model.safetensors` (tied aliases left out: `agentrl.weights_io`)."""
+    return save_state_dict(state, folder / "model.safetensors")
 
 
 class StagedWeights:
@@ -68,9 +51,8 @@ class StagedWeights:
         self.ref = None
         if object_store:
             import ray
-            from safetensors.torch import save
 
-            self.ref = ray.put(save(_dedup(state)))
+            self.ref = ray.put(state_dict_bytes(state))
 
     def for_server(self, server: RolloutServer) -> Any:
         """What `server.update_weights` takes: the object ref for server actors, else the file's path."""
@@ -243,7 +225,8 @@ def _same_url(a: str, b: str) -> bool:
 
 
 def _served_version(server: RolloutServer) -> int | None:
-    """The version the server says it serves, None when it cannot say (vLLM, SGLang) or does not answer."""
+    """The version the server says it serves (the `hf` server's, vLLM's and SGLang's own labels), None when it
+    cannot say or does not answer."""
     served = getattr(server, "served_version", None)
     try:
         return served() if served is not None else None

@@ -81,11 +81,10 @@ def test_launch_rejects_unknown_options():
         VLLMServer.launch("/nonexistent", max_len=5)
 
 
-def test_save_state_dict_copies_shared_tensors_and_reads_back_shapes(tmp_path: Path):
+def test_save_state_dict_keeps_a_named_tied_alias_as_a_copy_and_reads_back_shapes(tmp_path: Path):
     embed = torch.zeros(6, 4)
-    save_state_dict(
-        {"embed.weight": embed, "lm_head.weight": embed, "norm.weight": torch.ones(4)}, tmp_path / "a.safetensors"
-    )
+    state = {"embed.weight": embed, "lm_head.weight": embed, "norm.weight": torch.ones(4)}
+    save_state_dict(state, tmp_path / "a.safetensors", keep=["lm_head.weight"])
     assert folder_tensors(tmp_path) == {"embed.weight": [6, 4], "lm_head.weight": [6, 4], "norm.weight": [4]}
 
 

@@ -48,6 +48,7 @@ from agentrl.rollout.servers.process import (
     free_port,
     shm_dir,
 )
+from agentrl.weights_io import save_state_dict
 
 if TYPE_CHECKING:
     import torch
@@ -292,7 +293,7 @@ def as_weights_folder(weights: Mapping[str, torch.Tensor] | str | os.PathLike[st
         state = dict(weights)
         if HEAD not in state and EMBED in state:
             state[HEAD] = state[EMBED]
-        save_state_dict(state, scratch / "model.safetensors")
+        save_state_dict(state, scratch / "model.safetensors", keep=[HEAD])
         return scratch
     path = Path(weights).expanduser().absolute()
     files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path] if path.suffix == ".safetensors" else []
@@ -308,20 +309,6 @@ def as_weights_folder(weights: Mapping[str, torch.Tensor] | str | os.PathLike[st
         with safe_open(str(holding[EMBED]), framework="pt") as f:
             save_file({HEAD: f.get_tensor(EMBED)}, str(scratch / "agentrl-tied-lm-head.safetensors"))
     return scratch
-
-
-def save_state_dict(state: Mapping[str, torch.Tensor], path: Path) -> None:
-    """Write a state dict as one safetensors file (tensors that share storage, like a tied head, copied)."""
-    from safetensors.torch import save_file
-
-    seen: set[int] = set()
-    out: dict[str, Any] = {}
-    for name, tensor in state.items():
-        t = tensor.detach().to("cpu").contiguous()
-        ptr = t.untyped_storage().data_ptr()
-        out[name] = t.clone() if ptr in seen else t
-        seen.add(ptr)
-    save_file(out, str(path))
 
 
 def folder_tensors(folder: Path) -> dict[str, list[int]]:

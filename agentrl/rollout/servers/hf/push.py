@@ -12,21 +12,10 @@ from typing import Literal
 
 import httpx
 import torch
-from safetensors.torch import save
+
+from agentrl.weights_io import state_dict_bytes
 
 CHUNK = 1 << 20
-
-
-def state_dict_bytes(state: Mapping[str, torch.Tensor]) -> bytes:
-    """Safetensors bytes of `state`, keeping only the first of tensors that share storage (tied weights)."""
-    seen: set[tuple[int, tuple[int, ...]]] = set()
-    unique: dict[str, torch.Tensor] = {}
-    for name, tensor in state.items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key not in seen:
-            seen.add(key)
-            unique[name] = tensor.detach().contiguous().cpu()
-    return save(unique)
 
 
 def _chunks(data: bytes, size: int = CHUNK) -> Iterator[bytes]:

@@ -13,6 +13,8 @@ import torch
 from safetensors.torch import load as load_bytes
 from safetensors.torch import load_file
 
+from agentrl.weights_io import tied_aliases
+
 StateDict = Mapping[str, torch.Tensor]
 
 
@@ -30,19 +32,6 @@ def read_state_dict(path: str | None = None, data: bytes | None = None) -> dict[
     except Exception as exc:  # safetensors raises its own SafetensorError besides OSError
         raise WeightUpdateError(f"cannot read safetensors weights: {exc}") from exc
     raise WeightUpdateError("weight update needs a safetensors `path` or a raw safetensors body")
-
-
-def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
-    """Names in `model.state_dict()` that share storage with an earlier name: {alias: original}."""
-    seen: dict[tuple[int, tuple[int, ...]], str] = {}
-    aliases: dict[str, str] = {}
-    for name, tensor in model.state_dict(keep_vars=True).items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key in seen:
-            aliases[name] = seen[key]
-        else:
-            seen[key] = name
-    return aliases
 
 
 def validate_state_dict(model: torch.nn.Module, state: StateDict) -> None:
