@@ -13,14 +13,14 @@ from agentrl.registry import Registry
 
 
 def _is_loss(obj: Any) -> bool:
-    from agentrl.trainer.losses import PolicyLoss
+    from agentrl.trainer.policy_loss import PolicyLoss
 
     return isinstance(obj, PolicyLoss) or callable(obj)
 
 
 def _as_loss(name: str, obj: Any) -> Any:
     """A `PolicyLoss`: as registered, or a bare token-level surrogate wrapped with its `default_agg`."""
-    from agentrl.trainer.losses import PolicyLoss
+    from agentrl.trainer.policy_loss import PolicyLoss
 
     if isinstance(obj, PolicyLoss):
         return obj

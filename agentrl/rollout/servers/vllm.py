@@ -104,6 +104,11 @@ def vllm_python(explicit: str | None = None) -> str:
     return candidate
 
 
+def weight_transfer_args(backend: str = "nccl") -> list[str]:
+    """The vLLM flags that give its server a weight-transfer engine of `backend` (see `vllm_nccl`)."""
+    return ["--weight-transfer-config", json.dumps({"backend": backend}, separators=(",", ":"))]
+
+
 def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig) -> list[str]:
     """The command line that starts vLLM's OpenAI server."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
@@ -117,8 +122,6 @@ def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig
     if cfg.max_num_seqs is not None:
         cmd += ["--max-num-seqs", str(cfg.max_num_seqs)]
     if cfg.weight_transfer == "nccl":
-        from agentrl.rollout.servers.vllm_nccl import weight_transfer_args
-
         cmd += weight_transfer_args()
     return cmd + list(cfg.extra_args)
 

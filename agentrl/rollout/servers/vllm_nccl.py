@@ -17,7 +17,6 @@ Checked against vLLM 0.32.0 (`vllm/distributed/weight_transfer/`):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 
 from agentrl.rollout.servers.nccl import rank_layout, require_cuda, require_package
-from agentrl.rollout.servers.vllm import EMBED, HEAD
+from agentrl.rollout.servers.vllm import EMBED, HEAD, weight_transfer_args  # noqa: F401 (also served here)
 
 if TYPE_CHECKING:
     import torch
@@ -34,11 +33,6 @@ if TYPE_CHECKING:
     from agentrl.rollout.servers.vllm import VLLMServer
 
 _ON_CPU = "on a CPU machine keep VLLMConfig(weight_transfer='reload') and VLLMServer.update_weights"
-
-
-def weight_transfer_args(backend: str = "nccl") -> list[str]:
-    """The vLLM flags that give its server a weight-transfer engine of `backend`."""
-    return ["--weight-transfer-config", json.dumps({"backend": backend}, separators=(",", ":"))]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
