@@ -11,17 +11,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
+from agentrl.config.errors import ConfigError
 from agentrl.config.schema import AgentRLConfig
-from agentrl.errors import UserError
-
-
-class ConfigError(UserError):
-    """The configuration is invalid; `problems` lists every problem found."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        body = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid configuration ({len(problems)} problem(s)):\n{body}")
 
 
 def recipes_dir() -> Path:

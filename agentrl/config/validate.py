@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrl.config.loader import ConfigError
+from agentrl.config.errors import ConfigError
 from agentrl.config.schema import AgentRLConfig
 
 

@@ -49,7 +49,7 @@ class RolloutWorker:
         """Build the client, tokenizer, sandbox pool and tools; returns the worker's id (idempotent)."""
         if self._manager is not None:
             return self.worker_id
-        from agentrl.loops.session import local_rollout_session
+        from agentrl.loops.local_session import local_rollout_session
         from agentrl.models import load_tokenizer, resolve_model
         from agentrl.rollout.client import LLMClient, client_api
 

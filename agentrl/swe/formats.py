@@ -84,7 +84,7 @@ def normalize(row: dict[str, Any], row_format: str | None = None, where: str = "
     Raises:
         TaskError: an unknown format, or a column the format needs is missing (named).
     """
-    from agentrl.swe.task import TaskError
+    from agentrl.swe.errors import TaskError
 
     fmt = row_format or row.get("row_format") or detect(row)
     if fmt is None:

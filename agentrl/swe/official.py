@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrl.swe.grading import MISSING, GradeResult
+from agentrl.swe.grade_result import MISSING, GradeResult
 from agentrl.swe.report import Outcome
 from agentrl.swe.task import SWETask, TaskError
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from agentrl.sandbox.base import Sandbox, SandboxError
-from agentrl.swe.grading import MISSING, GradeResult
+from agentrl.swe.grade_result import MISSING, GradeResult
 from agentrl.swe.official import eval_script, grade_log, spec_of
 from agentrl.swe.repo import SCRATCH, raise_if_missing_image
 from agentrl.swe.task import SWETask, TaskError

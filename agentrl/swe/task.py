@@ -28,17 +28,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentrl.errors import UserError
+from agentrl.swe.errors import TaskError
 from agentrl.swe.formats import SWEBENCH_ENV_SETUP
 from agentrl.types import Message, Sample
 
 DEFAULT_REPO_DIR = "/testbed"
 GRADERS = ("swebench", "pytest")
 """How a task's patch is graded: by the official swebench package, or by agentrl's pytest + JUnit run."""
-
-
-class TaskError(UserError):
-    """A SWE task row is unusable; the message names the row and the field."""
 
 
 class SWETask(BaseModel):

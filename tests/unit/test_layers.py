@@ -54,3 +54,51 @@ def _toml(contract: dict) -> str:
         '[tool.importlinter]\nroot_package = "agentrl"\n\n[[tool.importlinter.contracts]]\n'
         f'name = "layers"\ntype = "layers"\nlayers = [\n{listed},\n]\n'
     )
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No cycles between modules, direct or longer (the strongly connected parts of the import graph)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("agentrl", cache_dir=None)
+    assert _cycles(graph) == []
+
+
+def _cycles(graph) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    part = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        part.append(member)
+                        if member == node:
+                            break
+                    if len(part) > 1:
+                        found.append(sorted(part))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
