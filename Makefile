@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup test unit quickstart lint venv
+.PHONY: setup test unit quickstart lint venv docs
 
 setup:
 	bash scripts/setup.sh
@@ -17,6 +17,7 @@ venv:
 
 test: setup
 	bash scripts/install_vllm.sh
+	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest tests/unit tests/integration -q --durations=20
 
 unit: venv
@@ -29,3 +30,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+
+# The documentation site (docs/, mkdocs.yml) into .site/, offline; --strict: a broken link or reference fails.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
