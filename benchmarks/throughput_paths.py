@@ -15,7 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from agentrl.rollout.client import LLMClient, completion_body
+from agentrl.rollout.client import LLMClient
+from agentrl.rollout.completions import completion_body
 from agentrl.rollout.protocol import SamplingParams
 
 PATHS = ("client", "raw")

@@ -1,6 +1,7 @@
 """Rollout serving: the token-in/token-out client, the replica router, and the wire protocol."""
 
-from agentrl.rollout.client import LLMClient, TokenOutput
+from agentrl.rollout.client import LLMClient
+from agentrl.rollout.completions import TokenOutput
 from agentrl.rollout.errors import (
     NoHealthyReplicaError,
     ProtocolError,

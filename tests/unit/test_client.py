@@ -18,7 +18,7 @@ from agentrl.rollout import (
     ServerUnavailableError,
     TokenOutput,
 )
-from agentrl.rollout.client import completion_body, reported_version
+from agentrl.rollout.completions import completion_body, reported_version
 from agentrl.rollout.errors import error_message
 from agentrl.rollout.testing import fake_logprobs, fake_servers, fake_token_ids
 

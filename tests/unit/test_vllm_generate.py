@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from agentrl.rollout.client import LLMClient, TokenOutput, client_api
+from agentrl.rollout.client import LLMClient, client_api
+from agentrl.rollout.completions import TokenOutput
 from agentrl.rollout.errors import ProtocolError
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.testing import fake_servers

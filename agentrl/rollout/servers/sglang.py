@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import httpx
 
-from agentrl.rollout.client import TokenOutput
+from agentrl.rollout.completions import TokenOutput
 from agentrl.rollout.errors import ProtocolError
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.process import ManagedServer, apply_overrides, free_port
