@@ -141,8 +141,8 @@ def test_the_options_say_what_to_set():
         OpenAIAgentLoop(AgentConfig(name="openai_agent"))
 
 
-def test_the_readme_example_agent_runs_through_openai_agent(tokenizer, tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_documented_example_agent_runs_through_openai_agent(tokenizer, tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "existing-agent.md").read_text()
     code = readme.split("```python\n# my_agent.py")[1].split("```")[0]
     (tmp_path / "my_agent.py").write_text("# my_agent.py" + code)
     traj, _ = run_agent(tokenizer, ["It is a kettle.", "kettle"], entry_point=f"{tmp_path}/my_agent.py:run")
