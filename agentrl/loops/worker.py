@@ -93,12 +93,21 @@ class RolloutWorker:
         none of this worker's traffic, so a restarted replica's first weights never generate a worker's tokens."""
         deadline = time.monotonic() + CATCH_UP_WAIT_S
         while True:
-            version = await self._client.served_version(url)
+            version = await asyncio.to_thread(self._served_version, url)
             if version is not None and version >= self._expected_version:
                 return True
             if time.monotonic() >= deadline:
                 return False  # still behind: the next health check asks again
             await asyncio.sleep(CATCH_UP_POLL_S)
+
+    def _served_version(self, url: str) -> int | None:
+        """The version the replica at `url` says it serves (its backend's handle asks it); None if it cannot say."""
+        from agentrl.rollout.handles import connect_server
+
+        try:
+            return connect_server(url, self.cfg.rollout.backend).served_version()
+        except Exception:  # not answering yet, or cannot say: not taken back on this check
+            return None
 
     def stats(self) -> dict[str, Any]:
         """The worker's id, node and busy seconds so far."""

@@ -320,24 +320,6 @@ class LLMClient:
         delay = min(self.backoff_max, self.backoff_base * 2**attempt)
         await asyncio.sleep(delay * (0.5 + random.random() / 2))
 
-    async def served_version(self, url: str) -> int | None:
-        """The policy version replica `url` serves now, as it reports it (`GET /v1/weights/version` of the `hf`
-        server, vLLM's `GET /weight_info`, SGLang's `GET /model_info`); None when it cannot say."""
-        timeout = aiohttp.ClientTimeout(total=self.health_timeout)
-        routes = (
-            ("/v1/weights/version", "policy_version"),
-            ("/weight_info", "weight_version"),
-            ("/model_info", "weight_version"),
-        )
-        for path, key in routes:
-            try:
-                async with self._session().get(url + path, timeout=timeout) as response:
-                    if response.status == 200:
-                        return as_version((await response.json(content_type=None)).get(key))
-            except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
-                continue
-        return None
-
     async def _probe(self, url: str) -> bool:
         timeout = aiohttp.ClientTimeout(total=self.health_timeout)
         try:
