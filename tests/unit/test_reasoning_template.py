@@ -21,20 +21,9 @@ from agentrl.loops.reasoning_template import with_reasoning_template
 from agentrl.loops.testing import ScriptedPolicy
 from agentrl.loops.tool_calling import ToolAgentLoop
 from agentrl.loops.tool_setup import ToolHooks
-from agentrl.tools import tool
 from agentrl.tools.prompt import add_tool_instructions
 from agentrl.types import Message, Sample, StopReason, Trajectory
-
-
-@tool
-def add(a: int, b: int) -> str:
-    """Add two integers.
-
-    Args:
-        a: first number.
-        b: second number.
-    """
-    return str(a + b)
+from tests.unit.test_tool_loop import add
 
 
 def call(a: int, b: int) -> str:

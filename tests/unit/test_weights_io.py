@@ -6,27 +6,16 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load, load_file
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from agentrl.weights_io import save_state_dict, state_dict_bytes, tied_aliases, unique_tensors
+from tests.tiny_models import tiny_llama
 
 
 def test_a_model_s_tied_head_is_an_alias_of_its_embeddings_and_its_state_dict_s_too():
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    )
-    model = LlamaForCausalLM(config)
+    model = tiny_llama(tie_word_embeddings=True)
     assert tied_aliases(model) == {"lm_head.weight": "model.embed_tokens.weight"}
     assert tied_aliases(model.state_dict()) == {"lm_head.weight": "model.embed_tokens.weight"}  # detached copies
-    config.tie_word_embeddings = False
-    assert tied_aliases(LlamaForCausalLM(config)) == {}
+    assert tied_aliases(tiny_llama()) == {}
 
 
 def test_files_and_bytes_leave_tied_aliases_out_and_keep_named_ones_as_copies(tmp_path: Path):
