@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
-from agentrl.loops.resume import MAX_RESUMES, generate_resuming  # noqa: F401 (MAX_RESUMES: where it was)
+from agentrl.loops.resume import generate_resuming
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Message, Sample, StopReason, Trajectory
 

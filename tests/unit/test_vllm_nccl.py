@@ -15,14 +15,8 @@ import pytest
 
 from agentrl.rollout.servers import nccl, vllm, vllm_nccl
 from agentrl.rollout.servers.nccl import NcclUnavailableError
-from agentrl.rollout.servers.vllm import VLLMConfig, VLLMServer, build_command
-from agentrl.rollout.servers.vllm_nccl import (
-    FanOutClient,
-    StateDictSource,
-    VLLMNcclSender,
-    dtype_name,
-    weight_transfer_args,
-)
+from agentrl.rollout.servers.vllm import VLLMConfig, VLLMServer, build_command, weight_transfer_args
+from agentrl.rollout.servers.vllm_nccl import FanOutClient, StateDictSource, VLLMNcclSender, dtype_name
 
 torch = pytest.importorskip("torch")
 

@@ -3,7 +3,7 @@ and vLLM in the trainer process (`pip install 'agentrl[vllm]'`). On CPU, `VLLMSe
 disk instead.
 
 Checked against vLLM 0.32.0 (`vllm/distributed/weight_transfer/`):
-- the servers run with `--weight-transfer-config '{"backend":"nccl"}'` (`weight_transfer_args`) and
+- the servers run with `--weight-transfer-config '{"backend":"nccl"}'` (`vllm.weight_transfer_args`) and
   `VLLM_SERVER_DEV_MODE=1` (`build_env` sets it), which mounts the RL routes `/init_weight_transfer_engine`,
   `/start_weight_update`, `/update_weights`, `/finish_weight_update {"weight_version"}`;
 - `HTTPVLLMWeightSyncClient(base_url, timeout)` (`clients.py`) calls those routes for one server; `FanOutClient`
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 
 from agentrl.rollout.servers.nccl import rank_layout, require_cuda, require_package
-from agentrl.rollout.servers.vllm import EMBED, HEAD, weight_transfer_args  # noqa: F401 (also served here)
+from agentrl.rollout.servers.vllm import EMBED, HEAD
 
 if TYPE_CHECKING:
     import torch
