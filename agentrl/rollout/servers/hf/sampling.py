@@ -34,7 +34,7 @@ def sample_next(logits: torch.Tensor, reqs: Sequence[GenRequest]) -> SampleOutpu
         scores = processed_scores(logits, reqs)
         tokens = _draw(scores, reqs)
     else:
-        scores = logits.clone()
+        scores = logits.clone() if rows else logits  # greedy rows keep the raw logits: no copy for an all-greedy batch
         tokens = logits.argmax(dim=-1)
         if rows:
             scores[rows] = processed_scores(logits[rows], [reqs[i] for i in rows])
