@@ -29,7 +29,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
     from agentrl.config import load_config
 
-    cfg = load_config(overrides=args.overrides, check_run=False)  # shows the config; `train` checks the names
+    cfg = load_config(overrides=args.overrides)  # shows the config; `train` and `rollout` check the names
     print(OmegaConf.to_yaml(cfg.model_dump(by_alias=True, mode="json")), end="")
     return 0
 
@@ -53,8 +53,10 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
+    from agentrl.loops.preflight import validate_episodes
 
-    cfg = load_config(overrides=args.overrides)  # every name checked before the heavy imports
+    cfg = load_config(overrides=args.overrides)
+    validate_episodes(cfg)  # every name checked before the heavy imports
     from agentrl.runner import run_rollout
 
     run_rollout(cfg)
@@ -63,8 +65,10 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
+    from agentrl.trainer.preflight import validate_run
 
-    cfg = load_config(overrides=args.overrides)  # every name checked before torch and the model load
+    cfg = load_config(overrides=args.overrides)
+    validate_run(cfg)  # every name checked before torch and the model load
     from agentrl.trainer.loop import train
 
     train(cfg)

@@ -33,6 +33,7 @@ from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
 from agentrl.errors import UserError
+from agentrl.loops.preflight import validate_episodes
 from agentrl.types import Message, Trajectory
 
 
@@ -87,7 +88,9 @@ def parse_eval_overrides(overrides: list[str]) -> tuple[EvalOptions, list[str]]:
 def run_eval_from_overrides(overrides: list[str]) -> Path:
     """`agentrl eval ...`: parse the overrides, evaluate, return the run directory."""
     opts, rest = parse_eval_overrides(overrides)
-    return run_eval(load_config(overrides=rest), opts)
+    cfg = load_config(overrides=rest)
+    validate_episodes(cfg)
+    return run_eval(cfg, opts)
 
 
 def run_eval(cfg: AgentRLConfig, opts: EvalOptions | None = None) -> Path:

@@ -107,7 +107,7 @@ def hf_server_on_ray(model_path: str, max_model_len: int = 512, log: Log = _say)
     from agentrl.rollout.ray_servers import ray_rollout_servers
 
     overrides = [f"model={model_path}", "rollout.placement=ray", f"rollout.max_model_len={max_model_len}"]
-    cfg = load_config(overrides=overrides, check_run=False)
+    cfg = load_config(overrides=overrides)
     started = time.perf_counter()
     with ray_rollout_servers(cfg) as (server,):
         log(f"hf server in a Ray actor up at {server.url} in {time.perf_counter() - started:.0f} s")

@@ -1,4 +1,4 @@
-"""Typed configuration: schema, recipe loading and dotted overrides, and `validate_run` (every name resolved)."""
+"""Typed configuration: schema, recipe loading and dotted overrides (names are resolved by the preflights above)."""
 
 from agentrl.config.loader import ConfigError, available_recipes, find_recipe, load_config, validate
 from agentrl.config.schema import (
@@ -13,7 +13,6 @@ from agentrl.config.schema import (
     ToolSpec,
     TrainerConfig,
 )
-from agentrl.config.validate import validate_run
 
 __all__ = [
     "AgentConfig",
@@ -31,5 +30,4 @@ __all__ = [
     "find_recipe",
     "load_config",
     "validate",
-    "validate_run",
 ]

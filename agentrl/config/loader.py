@@ -55,17 +55,19 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         raise ConfigError([f"cannot parse overrides {overrides}: {exc}"]) from None
 
 
-def load_config(recipe: str | None = None, overrides: list[str] | None = None, check_run: bool = True) -> AgentRLConfig:
-    """Resolve and validate a run's configuration.
+def load_config(recipe: str | None = None, overrides: list[str] | None = None) -> AgentRLConfig:
+    """Resolve a run's configuration and validate it against the schema.
+
+    The names it gives (loops, tools, rewards, estimators, data files, backends) are resolved by each entry
+    point's preflight: `agentrl.trainer.preflight.validate_run` for training, `agentrl.loops.preflight.
+    validate_episodes` for rollouts, evaluation and the gateway.
 
     Args:
         recipe: a recipe name (folder under recipes/), a recipe folder, or a YAML file; None for defaults only.
         overrides: dotted `key=value` strings; `recipe=NAME` among them selects the recipe too.
-        check_run: also resolve every name the config gives and check its data files (`validate_run`).
 
     Raises:
-        ConfigError: listing every unknown key and wrong value at once, with the valid keys near each, then
-            (`check_run`) every unknown name, bad option and unusable data file.
+        ConfigError: listing every unknown key and wrong value at once, with the valid keys near each.
     """
     overrides = list(overrides or [])
     recipe_override = [o for o in overrides if o.startswith("recipe=")]
@@ -86,12 +88,7 @@ def load_config(recipe: str | None = None, overrides: list[str] | None = None, c
     if recipe_path is not None:
         merged["recipe"] = recipe_path.parent.name
         _resolve_data_paths(merged, recipe_path.parent)
-    cfg = validate(merged)
-    if check_run:
-        from agentrl.config.validate import validate_run
-
-        validate_run(cfg)
-    return cfg
+    return validate(merged)
 
 
 def validate(raw: dict[str, Any]) -> AgentRLConfig:

@@ -27,6 +27,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.gateway.server import Gateway
 from agentrl.gateway.session import GatewaySession, SessionLimits
+from agentrl.loops.preflight import validate_episodes
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import StopReason, Trajectory
 
@@ -82,6 +83,7 @@ def session_trajectory(session: GatewaySession) -> Trajectory | None:
 def serve_gateway_from_overrides(overrides: list[str]) -> int:
     opts, rest = parse_gateway_overrides(overrides)
     cfg = load_config(overrides=rest)
+    validate_episodes(cfg)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_gateway(cfg, opts))
     return 0

@@ -45,7 +45,7 @@ def serve_from_overrides(overrides: list[str]) -> int:
     from agentrl.models import resolve_model
 
     port, host, rest = _pop_serve_args(overrides)
-    cfg = load_config(overrides=rest, check_run=False)
+    cfg = load_config(overrides=rest)
     handle = launch_server(cfg, resolve_model(cfg.model), port=port, host=host)
     print(f"{cfg.rollout.backend} server for {cfg.model} at {handle.url} (Ctrl-C to stop)", flush=True)
     _wait_for_signal(handle.stop)

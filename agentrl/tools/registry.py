@@ -117,3 +117,8 @@ def _build_one(cls: str, config: dict[str, Any]) -> Tool:
         raise
     except Exception as exc:
         raise UserError(f"tool '{cls}' failed to build with config {config}: {exc}") from exc
+
+
+def tool_problems(specs: Iterable[Any]) -> list[str]:
+    """Each `tools[i].class` that names no registered or importable tool, with the known names."""
+    return [f"tools[{i}].class: {p}" for i, spec in enumerate(specs) if (p := TOOLS.problem(spec.class_))]

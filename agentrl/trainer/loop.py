@@ -36,6 +36,7 @@ from agentrl.trainer.exactness import (
     truncation_warning,
 )
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
+from agentrl.trainer.preflight import validate_run
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
 from agentrl.types import Trajectory
@@ -50,8 +51,6 @@ def train(cfg: AgentRLConfig) -> Path:
 
 def prepare_config(cfg: AgentRLConfig) -> AgentRLConfig:
     """Check the whole run (`validate_run`: names, options, data); fill in the async-mode defaults."""
-    from agentrl.config.validate import validate_run
-
     validate_run(cfg)
     problems = exactness_problems(cfg)
     if problems:

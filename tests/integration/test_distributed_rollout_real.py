@@ -41,7 +41,7 @@ def config(workers: int, *more: str):
         "rollout.seed=3",
         *more,
     ]
-    return load_config(overrides=overrides, check_run=False)
+    return load_config(overrides=overrides)
 
 
 def samples(count: int) -> list[Sample]:

@@ -45,7 +45,6 @@ async def test_a_server_actor_on_the_second_node_gets_weights_through_the_object
             "rollout.replica_resources={rollout_node: 1}",
             "rollout.max_model_len=512",
         ],
-        check_run=False,
     )
     written: list[bool] = []
     real_init = StagedWeights.__init__

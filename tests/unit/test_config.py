@@ -26,7 +26,7 @@ def test_defaults_without_recipe():
 
 
 def test_recipe_layer_then_overrides_win(recipes):
-    cfg = load_config("demo", ["trainer.steps=7", "rollout.max_concurrency=5", "seed=3"], check_run=False)
+    cfg = load_config("demo", ["trainer.steps=7", "rollout.max_concurrency=5", "seed=3"])
     assert cfg.recipe == "demo"
     assert cfg.data.batch_size == 4  # from the recipe
     assert cfg.rollout.n == 2  # from the recipe
@@ -36,12 +36,12 @@ def test_recipe_layer_then_overrides_win(recipes):
 
 
 def test_recipe_given_as_override_and_relative_data_paths(recipes):
-    cfg = load_config(overrides=["recipe=demo"], check_run=False)
+    cfg = load_config(overrides=["recipe=demo"])
     assert cfg.data.train_files == [str(recipes / "demo" / "data" / "train.jsonl")]
 
 
 def test_list_override_is_typed(recipes):
-    cfg = load_config("demo", ["data.eval_files=[a.jsonl,b.jsonl]", "rollout.urls=[http://h:1]"], check_run=False)
+    cfg = load_config("demo", ["data.eval_files=[a.jsonl,b.jsonl]", "rollout.urls=[http://h:1]"])
     assert cfg.data.eval_files[-1].endswith("b.jsonl")
     assert cfg.rollout.urls == ["http://h:1"]
 

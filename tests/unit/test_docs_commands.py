@@ -56,7 +56,7 @@ def test_a_documented_command_resolves_and_validates(where: str, command: str):
     words = shlex.split(re.sub(r"\b(HOST|NAME)\b", lambda m: PLACEHOLDERS[m.group()], command))[1:]
     verb, overrides = words[0], [w for w in words[1:] if "=" in w and not w.startswith("-")]
     if verb == "config":
-        load_config(overrides=overrides, check_run=False)  # `config show` resolves no names, as the CLI does
+        load_config(overrides=overrides)  # `config show` resolves no names, as the CLI does
         return
     if verb == "eval":
         overrides = parse_eval_overrides(overrides)[1]

@@ -111,7 +111,7 @@ def test_the_choice_bonus_alone_evens_out_the_first_tokens_spread_over_the_choic
 
 def test_choices_without_the_bonus_or_a_single_choice_are_config_problems():
     from agentrl.config.schema import AgentRLConfig
-    from agentrl.config.validate import run_problems
+    from agentrl.trainer.preflight import run_problems
 
     off = AgentRLConfig.model_validate({"trainer": {"entropy_choices": ["LEFT", "RIGHT"]}})
     assert any("set trainer.entropy_coef" in p for p in run_problems(off))

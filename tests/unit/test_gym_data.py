@@ -27,9 +27,7 @@ def test_seed_datasets_are_disjoint_and_name_the_gym_loop():
 
 
 def test_a_custom_loop_plays_generated_episodes():
-    cfg = load_config(
-        None, ["env.entry_point=tests.unit.test_gym_loop:LineWorld", "agent.name=my.pkg:MyGymLoop"], check_run=False
-    )
+    cfg = load_config(None, ["env.entry_point=tests.unit.test_gym_loop:LineWorld", "agent.name=my.pkg:MyGymLoop"])
     samples = run_samples(cfg, "train")
     assert len(samples) == 64 and samples[0].agent_name is None  # played by agent.name
     assert samples[0].data_source == "gym/LineWorld"

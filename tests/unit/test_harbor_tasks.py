@@ -7,6 +7,7 @@ from agentrl.config.loader import ConfigError
 from agentrl.data import first_row_problem, load_samples
 from agentrl.harbor.dataset import load_tasks, task_dirs
 from agentrl.harbor.task import HarborTask, HarborTaskError, load_task, strip_canary
+from agentrl.trainer.preflight import validate_run
 from agentrl.types import Sample
 from tests.unit.harbor_helpers import write_task
 
@@ -132,7 +133,7 @@ def test_run_validation_reports_broken_task_folders(tmp_path):
     write_task(tmp_path, "alpha", skip=("tests/test.sh",))
     assert "tests/test.sh is missing" in first_row_problem(tmp_path)
     with pytest.raises(ConfigError, match="tests/test.sh is missing"):
-        load_config(overrides=["recipe=harbor", f"data.train_files=[{tmp_path}]", "data.eval_files=[]"])
+        validate_run(load_config(overrides=["recipe=harbor", f"data.train_files=[{tmp_path}]", "data.eval_files=[]"]))
 
 
 def test_the_bundled_tasks_load():

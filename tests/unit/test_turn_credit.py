@@ -10,7 +10,6 @@ import torch
 
 from agentrl.config import AgentConfig, AgentRLConfig, TrainerConfig
 from agentrl.config.schema import EnvConfig
-from agentrl.config.validate import run_problems
 from agentrl.errors import UserError
 from agentrl.loops.builder import TrajectoryBuilder
 from agentrl.loops.context import AgentContext, Budgets
@@ -18,6 +17,7 @@ from agentrl.loops.testing import ScriptedPolicy
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.trainer.advantages import row_advantages
 from agentrl.trainer.batch import trajectory_to_tensors
+from agentrl.trainer.preflight import run_problems
 from agentrl.trainer.registry import is_per_turn_advantage
 from agentrl.trainer.turn_algorithms import gigpo_advantage, turn_grpo_advantage
 from agentrl.trainer.turn_credit import TurnEpisode, token_advantages, turn_episodes

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.config import AgentRLConfig, ConfigError, load_config, validate_run
-from agentrl.config.validate import run_problems
+from agentrl.config import AgentRLConfig, ConfigError, load_config
+from agentrl.loops.preflight import episode_problems, validate_episodes
+from agentrl.trainer.preflight import run_problems, validate_run
 
 
 def config(**sections: object) -> AgentRLConfig:
@@ -41,7 +42,7 @@ print("RESULT", rc, sorted(m for m in ("torch", "transformers", "ray", "docker")
 
 def test_a_valid_recipe_has_no_problems() -> None:
     for recipe in ("quickstart", "gym", "swe_agent", "gui_agent"):
-        assert run_problems(load_config(recipe, check_run=False)) == [], recipe
+        assert run_problems(load_config(recipe)) == [], recipe
 
 
 def test_loop_options_are_checked_against_the_loop_options_model() -> None:
@@ -116,12 +117,23 @@ def test_trainer_settings_that_depend_on_each_other() -> None:
     assert problems[1].startswith("trainer.overlong_cache_tokens must be in (0, overlong_max_tokens=10]")
 
 
-def test_load_config_runs_it_and_raises_every_problem_at_once() -> None:
+def test_validate_run_raises_every_problem_at_once_and_load_config_leaves_names_to_it() -> None:
+    cfg = load_config("quickstart", ["trainer.loss=nope", "agent.tool_parser=hermess"])  # the schema holds
     with pytest.raises(ConfigError) as raised:
-        load_config("quickstart", ["trainer.loss=nope", "agent.tool_parser=hermess"])
+        validate_run(cfg)
     assert len(raised.value.problems) == 2
     assert "Did you mean 'hermes'?" in raised.value.problems[0]
     validate_run(load_config("quickstart"))  # the recipe itself is fine
+
+
+def test_episodes_are_checked_without_the_trainer_settings() -> None:
+    """`agentrl rollout`, `eval` and the gateway check what an episode needs; a training-only name is not theirs."""
+    cfg = load_config("quickstart", ["trainer.loss=nope", "agent.tool_parser=hermess"])
+    (problem,) = episode_problems(cfg)
+    assert problem.startswith("agent.tool_parser: unknown tool-call parser 'hermess'")
+    with pytest.raises(ConfigError):
+        validate_episodes(cfg)
+    validate_episodes(load_config("quickstart", ["trainer.loss=nope"]))
 
 
 def test_the_readme_custom_loop_options_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,11 +146,11 @@ def test_the_readme_custom_loop_options_are_checked(monkeypatch: pytest.MonkeyPa
 
 def test_off_policy_correction_settings_need_the_correction_on():
     from agentrl.config.loader import load_config
-    from agentrl.config.validate import run_problems
+    from agentrl.trainer.preflight import run_problems
 
-    problems = run_problems(load_config(overrides=["trainer.is_mode=mask"], check_run=False))
+    problems = run_problems(load_config(overrides=["trainer.is_mode=mask"]))
     assert any("set trainer.tis_cap=C" in p for p in problems)
-    problems = run_problems(load_config(overrides=["trainer.is_mode=mask", "trainer.tis_cap=0.4"], check_run=False))
+    problems = run_problems(load_config(overrides=["trainer.is_mode=mask", "trainer.tis_cap=0.4"]))
     assert any("is_mask_low (0.5) must be below trainer.tis_cap (0.4)" in p for p in problems)
     ok = ["trainer.is_level=sequence", "trainer.tis_cap=2.0"]
-    assert not [p for p in run_problems(load_config(overrides=ok, check_run=False)) if "trainer." in p]
+    assert not [p for p in run_problems(load_config(overrides=ok)) if "trainer." in p]

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from agentrl.config.loader import load_config
-from agentrl.config.validate import run_problems
 from agentrl.rollout import routes
 from agentrl.rollout.routes import NoWeightRouteError, check_weight_routes, is_this_machine
+from agentrl.trainer.preflight import run_problems
 
 VLLM_ROUTES = ["/v1/completions", "/collective_rpc", "/pause", "/resume", "/update_weight_version", "/weight_info"]
 
@@ -35,7 +35,7 @@ def serve_routes(monkeypatch: pytest.MonkeyPatch, paths: list[str]) -> None:
 
 
 def cfg(*overrides: str):
-    return load_config(overrides=list(overrides), check_run=False)
+    return load_config(overrides=list(overrides))
 
 
 def test_vllm_without_its_dev_routes_is_refused_with_how_to_start_it(monkeypatch):

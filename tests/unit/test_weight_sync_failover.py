@@ -163,7 +163,7 @@ def test_nccl_transfer_without_a_gpu_says_so() -> None:
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    cfg = load_config(overrides=["rollout.backend=sglang", "rollout.weight_transfer=nccl"], check_run=False)
+    cfg = load_config(overrides=["rollout.backend=sglang", "rollout.weight_transfer=nccl"])
     with pytest.raises(UserError, match="GPU|CUDA"):
         nccl_sender([FakeServer("http://a:1")], cfg)
 

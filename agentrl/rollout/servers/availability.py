@@ -1,4 +1,4 @@
-"""Whether the rollout backend a run starts here is installed, asked before anything loads (`validate_run`)."""
+"""Whether the rollout backend a run starts here is installed, asked before anything loads (`rollout.checks`)."""
 
 from __future__ import annotations
 

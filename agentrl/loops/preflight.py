@@ -1,0 +1,88 @@
+"""`validate_episodes`: everything an episode needs, resolved before any model, server, container or Ray worker.
+
+Asks each component about its own settings: the loop (`agent.name`, its `agent.kwargs`, tools for a tool-calling
+loop, `agent.tool_parser`), the tools (`tools[].class`), the rewards (each component's `type` and options), the
+environment (`env.id` / `entry_point` / `adapter`), the rollout servers (settings that contradict each other, a
+backend not installed) and the data (every file exists, its first row parses and names a known loop). `agentrl
+rollout`, `agentrl eval` and the gateway run it; training adds the trainer's own checks
+(`agentrl.trainer.preflight.validate_run`). Every problem is listed at once, each with its fix.
+"""
+
+from __future__ import annotations
+
+from agentrl.config.errors import ConfigError
+from agentrl.config.schema import AgentRLConfig
+from agentrl.data import env_rows_loop, first_row_problem
+from agentrl.errors import UserError
+from agentrl.loops.base import LOOPS
+from agentrl.rewards.pipeline import reward_problems
+from agentrl.rollout.checks import rollout_problems
+from agentrl.tools.parsers.registry import PARSERS
+from agentrl.tools.registry import tool_problems
+
+
+def validate_episodes(cfg: AgentRLConfig) -> None:
+    """Check everything the episodes of `cfg` name.
+
+    Raises:
+        ConfigError: listing every problem found.
+    """
+    if problems := episode_problems(cfg):
+        raise ConfigError(problems)
+
+
+def episode_problems(cfg: AgentRLConfig) -> list[str]:
+    """Every problem that `validate_episodes` reports (empty when episodes can run)."""
+    return [
+        *agent_problems(cfg),
+        *rollout_problems(cfg.rollout),
+        *tool_problems(cfg.tools),
+        *reward_problems(cfg.reward),
+        *_env_problems(cfg),
+        *data_problems(cfg),
+    ]
+
+
+def _env_problems(cfg: AgentRLConfig) -> list[str]:
+    if not cfg.env.enabled and cfg.env.adapter is None:
+        return []
+    from agentrl.envs.factory import env_problems  # imports gymnasium: only for runs that use an environment
+
+    return env_problems(cfg.env)
+
+
+def loop_name(cfg: AgentRLConfig) -> str:
+    """The loop the run's training rows play: `agent.name`, or the one named on rows generated from env seeds."""
+    seeded = cfg.env.enabled and not cfg.data.train_files
+    return cfg.data.agent_name or (env_rows_loop(cfg) if seeded else None) or cfg.agent.name
+
+
+def agent_problems(cfg: AgentRLConfig) -> list[str]:
+    """The loop exists (importing a built-in may need an optional package), takes its `agent.kwargs`, has tools
+    when it calls them; `agent.tool_parser` exists."""
+    problems = []
+    name = loop_name(cfg)
+    key = "data.agent_name" if cfg.data.agent_name else "agent.name"
+    try:
+        loop = LOOPS.get(name)
+    except UserError as exc:
+        problems.append(f"{key}: {exc}")
+    else:
+        problems += loop.option_problems(cfg.agent.kwargs)
+        if loop.uses_tools and not cfg.tools:
+            problems.append(
+                f"agent.name={name} calls tools, but `tools:` is empty; add some, e.g. tools='[{{class: bash}}]'"
+            )
+    if problem := PARSERS.problem(cfg.agent.tool_parser):
+        problems.append(f"agent.tool_parser: {problem}")
+    return problems
+
+
+def data_problems(cfg: AgentRLConfig) -> list[str]:
+    """Every data file exists, and its first row parses and names a known loop when it names one."""
+    problems = []
+    for key in ("train_files", "eval_files"):
+        for i, path in enumerate(getattr(cfg.data, key)):
+            if problem := first_row_problem(path, LOOPS.problem):
+                problems.append(f"data.{key}[{i}]: {problem}")
+    return problems

@@ -1,0 +1,100 @@
+"""`validate_run`: the one check of a whole training run, before any model, server, container or Ray worker.
+
+It asks every component about its own settings: everything an episode needs (`agentrl.loops.preflight`: the loop,
+tools, rewards, environment, rollout servers and data), then the trainer's (`trainer.advantage`, `trainer.loss`,
+the trainer settings that depend on each other, and that a per-turn estimator has a loop that records turn
+rewards). Every problem is listed at once, each with its fix. `agentrl train` runs it first, and `train(cfg)` again.
+"""
+
+from __future__ import annotations
+
+from agentrl.config.errors import ConfigError
+from agentrl.config.schema import AgentRLConfig
+from agentrl.errors import UserError
+from agentrl.loops.base import LOOPS
+from agentrl.loops.preflight import episode_problems, loop_name
+from agentrl.trainer.registry import ADVANTAGES, LOSSES, PER_TURN_BUILTINS, is_per_turn_advantage
+
+
+def validate_run(cfg: AgentRLConfig) -> None:
+    """Check everything the training run `cfg` names.
+
+    Raises:
+        ConfigError: listing every problem found.
+    """
+    if problems := run_problems(cfg):
+        raise ConfigError(problems)
+
+
+def run_problems(cfg: AgentRLConfig) -> list[str]:
+    """Every problem that `validate_run` reports (empty when the run can start)."""
+    return [*episode_problems(cfg), *trainer_problems(cfg), *turn_credit_problems(cfg)]
+
+
+def trainer_problems(cfg: AgentRLConfig) -> list[str]:
+    """The estimator and loss exist; trainer settings that only mean something together are set together."""
+    t = cfg.trainer
+    problems = []
+    if problem := ADVANTAGES.problem(t.advantage):
+        problems.append(f"trainer.advantage: {problem}")
+    if problem := LOSSES.problem(t.loss):
+        problems.append(f"trainer.loss: {problem}")
+    if t.resume and not cfg.output_dir:
+        problems.append("trainer.resume=true needs output_dir=DIR: the run directory to continue")
+    if t.overlong_max_tokens is not None and not 0 < t.overlong_cache_tokens <= t.overlong_max_tokens:
+        problems.append(
+            f"trainer.overlong_cache_tokens must be in (0, overlong_max_tokens={t.overlong_max_tokens}], "
+            f"got {t.overlong_cache_tokens}"
+        )
+    corrected = t.tis_cap is not None or (t.mode == "async" and t.stale_samples == "correct")
+    if (t.is_mode != "truncate" or t.is_level != "token") and not corrected:
+        problems.append(
+            f"trainer.is_mode={t.is_mode} / is_level={t.is_level} shape the off-policy correction, which is off: "
+            "set trainer.tis_cap=C (e.g. 2.0) to turn it on"
+        )
+    if t.entropy_choices and t.entropy_coef == 0:
+        problems.append(
+            "trainer.entropy_choices shapes the entropy bonus, which is off: set trainer.entropy_coef (e.g. 0.1)"
+        )
+    if len(t.entropy_choices) == 1:
+        problems.append("trainer.entropy_choices: one choice has no entropy; list at least two replies")
+    if t.is_mode == "mask" and t.tis_cap is not None and t.is_mask_low >= t.tis_cap:
+        problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({t.tis_cap})")
+    return problems
+
+
+def turn_credit_problems(cfg: AgentRLConfig) -> list[str]:
+    """A per-turn estimator needs a loop that records turn rewards, and an episode reward that is their sum."""
+    name = cfg.trainer.advantage
+    try:
+        if not is_per_turn_advantage(name):
+            return []
+        loop = LOOPS.get(loop_name(cfg))
+    except UserError:
+        return []  # reported by the agent and trainer checks
+    problems = []
+    if not loop.records_turns:
+        problems.append(
+            f"trainer.advantage={name} credits each turn with its own reward, but the loop {loop_name(cfg)} records "
+            "no per-turn rewards: use an outcome estimator (trainer.advantage=grpo, rloo, ...) or a loop that "
+            "records them (agent.name=gym or tool_agent)"
+        )
+    if cfg.env.enabled and cfg.env.discount != 1.0:
+        problems.append(
+            f"trainer.advantage={name} discounts turns itself (trainer.turn_discount); set env.discount=1 so that the "
+            "episode reward is the sum of the turn rewards"
+        )
+    return problems + _turn_option_problems(cfg)
+
+
+def _turn_option_problems(cfg: AgentRLConfig) -> list[str]:
+    """A user's per-turn estimator must take the turn options the config sets (the built-ins take them all)."""
+    if cfg.trainer.advantage in PER_TURN_BUILTINS:
+        return []
+    from agentrl.trainer.advantages import turn_options  # imports torch: only for a user's estimator
+
+    try:
+        turn_options(cfg.trainer, ADVANTAGES.get(cfg.trainer.advantage))
+    except UserError as error:
+        return [str(error)]
+    return []
