@@ -307,10 +307,9 @@ def as_weights_folder(weights: Mapping[str, torch.Tensor] | str | os.PathLike[st
     holding = {name: file for file in files for name in folder_tensors_of(file)}
     if HEAD not in holding and EMBED in holding:
         from safetensors import safe_open
-        from safetensors.torch import save_file
 
         with safe_open(str(holding[EMBED]), framework="pt") as f:
-            save_file({HEAD: f.get_tensor(EMBED)}, str(scratch / "agentrl-tied-lm-head.safetensors"))
+            save_state_dict({HEAD: f.get_tensor(EMBED)}, scratch / "agentrl-tied-lm-head.safetensors")
     return scratch
 
 
