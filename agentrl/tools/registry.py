@@ -33,6 +33,7 @@ TOOLS: Registry[ToolEntry] = Registry(
         "bash": "agentrl.tools.builtin.shell:BashTool",
         "python": "agentrl.tools.builtin.shell:PythonTool",
         "editor": "agentrl.tools.builtin.editor:EditorTool",
+        "replace_line": "agentrl.tools.builtin.replace_line:ReplaceLineTool",
         "submit": "agentrl.tools.builtin.submit:SubmitTool",
         "calculator": "agentrl.tools.builtin.calculator:calculator",
     },

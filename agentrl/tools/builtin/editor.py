@@ -79,6 +79,21 @@ def insert_text(text: str, line: int, new: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+async def read_sandbox_text(sandbox: Any, full: str) -> str:
+    """The text of the file `full` in the sandbox.
+
+    Raises:
+        EditorError: it does not exist, or is a folder.
+    """
+    try:
+        data = await sandbox.read_file(full)
+    except FileNotFoundError as exc:
+        raise EditorError(f"{full} does not exist; create it first") from exc
+    except IsADirectoryError as exc:
+        raise EditorError(f"{full} is a folder; view lists it, the other commands need a file") from exc
+    return data.decode("utf-8", errors="replace")
+
+
 def snippet(text: str, first_line: int, n_lines: int) -> str:
     """Numbered lines around an edit at `first_line` spanning `n_lines`."""
     start = max(first_line - SNIPPET_LINES, 1)
@@ -128,7 +143,7 @@ class EditorTool(Tool):
         )
         if listing.exit_code == 0:
             return f"Files and folders in {full} (2 levels, hidden ones left out):\n{listing.stdout}"
-        text = await self._read(sandbox, full)
+        text = await read_sandbox_text(sandbox, full)
         return f"{full}:\n{view_text(text, args.get('view_range'))}"
 
     async def _create(self, sandbox: Any, path: str, args: dict[str, Any]) -> str:
@@ -144,7 +159,7 @@ class EditorTool(Tool):
     async def _str_replace(self, sandbox: Any, path: str, args: dict[str, Any]) -> str:
         full = sandbox.resolve(path)
         new = args.get("new_str", "")
-        text, line = replace_text(await self._read(sandbox, full), args.get("old_str", ""), new)
+        text, line = replace_text(await read_sandbox_text(sandbox, full), args.get("old_str", ""), new)
         await sandbox.write_file(full, text)
         return f"Edited {full}. The changed region:\n{snippet(text, line, new.count(chr(10)) + 1)}"
 
@@ -153,16 +168,6 @@ class EditorTool(Tool):
             raise EditorError("insert needs insert_line and new_str")
         full = sandbox.resolve(path)
         new, line = args["new_str"], args["insert_line"]
-        text = insert_text(await self._read(sandbox, full), line, new)
+        text = insert_text(await read_sandbox_text(sandbox, full), line, new)
         await sandbox.write_file(full, text)
         return f"Inserted into {full}. The changed region:\n{snippet(text, line + 1, new.count(chr(10)) + 1)}"
-
-    @staticmethod
-    async def _read(sandbox: Any, full: str) -> str:
-        try:
-            data = await sandbox.read_file(full)
-        except FileNotFoundError as exc:
-            raise EditorError(f"{full} does not exist; create it first") from exc
-        except IsADirectoryError as exc:
-            raise EditorError(f"{full} is a folder; view lists it, the other commands need a file") from exc
-        return data.decode("utf-8", errors="replace")

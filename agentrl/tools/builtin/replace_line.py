@@ -1,0 +1,69 @@
+"""`replace_line`: replace one numbered line of a file in the sandbox, keeping its indentation.
+
+Made for small models fixing one-line bugs: the model names the file, the line number and the line's new content;
+the indentation stays the line's own, so a reply cannot break the file's block structure by a space. The text
+operation is the plain function `replace_line_text`; `ReplaceLineTool` reads and writes through `ctx.sandbox`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrl.tools.base import Tool, ToolContext, ToolResult
+from agentrl.tools.builtin.common import require_sandbox
+from agentrl.tools.builtin.editor import EditorError, read_sandbox_text, snippet
+
+
+def replace_line_text(text: str, line: int, new: str) -> str:
+    """`text` with its line `line` (1-based) replaced by `new`, indented as the old line was.
+
+    Raises:
+        EditorError: `line` is outside the file, or `new` spans several lines.
+    """
+    if "\n" in new.strip("\n"):
+        raise EditorError("text must be one line; replace_line changes a single line")
+    lines = text.split("\n")
+    count = len(lines) - (1 if text.endswith("\n") else 0)
+    if isinstance(line, bool) or not isinstance(line, int) or not 1 <= line <= count:
+        raise EditorError(f"line {line!r} is outside the file: it has {count} lines (1-based)")
+    old = lines[line - 1]
+    lines[line - 1] = old[: len(old) - len(old.lstrip())] + new.strip()
+    return "\n".join(lines)
+
+
+class ReplaceLineOptions(BaseModel):
+    """`config:` of the `replace_line` tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    ends_episode: bool = Field(False, description="the edit is the agent's submission: the episode ends after it")
+
+
+class ReplaceLineTool(Tool):
+    """Replace one line of a file in the sandbox (its indentation is kept)."""
+
+    name = "replace_line"
+    description = (
+        "Replace line `line` (1-based) of the file `path` with `text`, the line's new content. The line keeps its "
+        "indentation. Paths are relative to your working folder or absolute."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "the file"},
+            "line": {"type": "integer", "description": "the line number, 1-based"},
+            "text": {"type": "string", "description": "the new content of the line"},
+        },
+        "required": ["path", "line", "text"],
+    }
+    config_model = ReplaceLineOptions
+    cfg: ReplaceLineOptions
+
+    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        sandbox = require_sandbox(ctx, self.name)
+        full = sandbox.resolve(arguments["path"])
+        text = replace_line_text(await read_sandbox_text(sandbox, full), arguments["line"], str(arguments["text"]))
+        await sandbox.write_file(full, text)
+        content = f"Line {arguments['line']} of {full} is now:\n{snippet(text, arguments['line'], 1)}"
+        return ToolResult(call_id="", name="", content=content, metadata={"submitted": self.cfg.ends_episode})
