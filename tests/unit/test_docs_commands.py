@@ -13,6 +13,8 @@ import pytest
 from agentrl.config import ConfigError, load_config
 from agentrl.evaluate import parse_eval_overrides
 from agentrl.gateway.serve import parse_gateway_overrides
+from agentrl.loops.preflight import validate_episodes
+from agentrl.trainer.preflight import validate_run
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -21,6 +23,7 @@ PLACEHOLDERS = {"HOST": "127.0.0.1", "NAME": "default"}
 ALLOWED = {
     "rollout.backend=vllm": "no vLLM Python",  # an optional install (scripts/install_vllm.sh)
     "rollout.shared_weights_dir=": "is not a folder on this machine",  # a folder shared with other hosts
+    "path/to/": "does not exist",  # the user's own files
 }
 
 
@@ -62,8 +65,9 @@ def test_a_documented_command_resolves_and_validates(where: str, command: str):
         overrides = parse_eval_overrides(overrides)[1]
     if verb == "gateway":
         overrides = parse_gateway_overrides(overrides)[1]
+    preflight = validate_run if verb == "train" else validate_episodes  # as each command checks itself
     try:
-        load_config(overrides=overrides)
+        preflight(load_config(overrides=overrides))
     except ConfigError as error:
         unexplained = [p for p in error.problems if not _needs_more_than_this_machine(command, p)]
         assert not unexplained, f"{where}: {command}\n" + "\n".join(unexplained)

@@ -9,6 +9,11 @@ from agentrl.tools import ToolCall, ToolSet
 from agentrl.tools.builtin.editor import EditorError
 from agentrl.tools.builtin.replace_line import ReplaceLineTool, replace_line_text
 
+
+def call(**arguments: object) -> ToolCall:
+    return ToolCall(id="c", name="replace_line", arguments=arguments)
+
+
 TEXT = "def f(a, b):\n    if a < b:\n        return a\n    return b\n"
 
 
@@ -35,19 +40,15 @@ async def test_the_tool_edits_the_sandbox_file_and_may_end_the_episode() -> None
     plain = ToolSet([ReplaceLineTool()], trajectory_id="t", sandbox=sandbox)
     ending = ToolSet([ReplaceLineTool({"ends_episode": True})], trajectory_id="t", sandbox=sandbox)
     try:
-        result = await plain.execute(ToolCall(id="c", name="replace_line", arguments={"path": "pkg/m.py", "line": 3,
-                                                                                       "text": "return b"}))  # fmt: skip
+        result = await plain.execute(call(path="pkg/m.py", line=3, text="return b"))
         assert not result.is_error and "return b" in result.content
         assert not result.metadata.get("submitted")
         assert (await sandbox.read_file(sandbox.resolve("pkg/m.py"))).decode().split("\n")[2] == "        return b"
-        bad = await plain.execute(ToolCall(id="c", name="replace_line", arguments={"path": "pkg/m.py", "line": 9,
-                                                                                    "text": "x"}))  # fmt: skip
+        bad = await plain.execute(call(path="pkg/m.py", line=9, text="x"))
         assert bad.is_error and "it has 4 lines" in bad.content
-        missing = await plain.execute(ToolCall(id="c", name="replace_line", arguments={"path": "nope.py", "line": 1,
-                                                                                        "text": "x"}))  # fmt: skip
+        missing = await plain.execute(call(path="nope.py", line=1, text="x"))
         assert missing.is_error and "does not exist" in missing.content
-        done = await ending.execute(ToolCall(id="c", name="replace_line", arguments={"path": "pkg/m.py", "line": 2,
-                                                                                      "text": "if a <= b:"}))  # fmt: skip
+        done = await ending.execute(call(path="pkg/m.py", line=2, text="if a <= b:"))
         assert done.metadata["submitted"] is True
     finally:
         await sandbox.close()
