@@ -1,7 +1,7 @@
 """Reward types: what a YAML `type` names (the `REWARDS` registry), and how it becomes a `RewardComponent`.
 
 A `type` is one of:
-- a rule (exact_match, normalized_match, regex, contains, math, numeric, format, tool_use, tool_result,
+- a rule (exact_match, normalized_match, regex, contains, brevity, math, numeric, format, tool_use, tool_result,
   uses_tool_result, command);
 - a registered component (`reward_model`, `similarity`, `judge`, `swe_tests`, `harbor_task`, `compute_score`, or
   your own, added with `@register_reward("name")`);
@@ -35,6 +35,7 @@ REWARDS: Registry[Any] = Registry(
         "normalized_match": "agentrl.rewards.rule:normalized_match",
         "regex": "agentrl.rewards.rule:regex_match",
         "contains": "agentrl.rewards.rule:contains",
+        "brevity": "agentrl.rewards.rule:brevity",
         "math": "agentrl.rewards.equivalence:math_equiv",
         "numeric": "agentrl.rewards.equivalence:numeric_match",
         "format": "agentrl.rewards.rule:format_check",

@@ -48,6 +48,17 @@ def contains(inp: RewardInput) -> RewardResult:
     return RewardResult(float(ok), {"answer": inp.answer, "ground_truth": inp.sample.ground_truth})
 
 
+def brevity(inp: RewardInput, max_words: int) -> RewardResult:
+    """1 when the answer has at most `max_words` words, else `max_words / words`: graded credit for brevity.
+
+    Graded rather than pass/fail so that a group whose replies are all too long still ranks them (a binary length
+    check gives every one the same reward, and GRPO no signal)."""
+    if max_words < 1:
+        raise ValueError(f"max_words must be at least 1, got {max_words}")
+    words = len(inp.answer.split())
+    return RewardResult(min(1.0, max_words / words) if words else 0.0, {"words": words})
+
+
 def regex_match(inp: RewardInput, pattern: str) -> RewardResult:
     """1 when `pattern` matches somewhere in the answer."""
     return RewardResult(float(re.search(pattern, inp.answer) is not None), {"pattern": pattern})

@@ -2,9 +2,10 @@ import pytest
 
 from agentrl.config import RewardConfig
 from agentrl.errors import AgentRLError
+from agentrl.rewards.base import RewardInput
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.rewards.registry import REWARDS
-from agentrl.rewards.rule import normalize
+from agentrl.rewards.rule import brevity, normalize
 from agentrl.types import Message, Sample, Trajectory
 
 
@@ -91,3 +92,16 @@ def test_contains_whole_words(answer, score):
     t = traj(answer)
     RewardPipeline(RewardConfig(components=[{"name": "c", "type": "contains"}])).score(t, sample("apple"))
     assert t.reward == score
+
+
+@pytest.mark.parametrize(("answer", "score"), [("apple", 1.0), ("  Apple. ", 1.0), ("an apple", 0.5),
+                                               ("a red apple here", 0.25), ("", 0.0)])  # fmt: skip
+def test_brevity_is_graded_by_the_words_over_the_limit(answer, score):
+    t = traj(answer)
+    RewardPipeline(RewardConfig(components=[{"name": "b", "type": "brevity", "max_words": 1}])).score(t, sample("x"))
+    assert t.reward == score
+
+
+def test_brevity_needs_a_positive_limit():
+    with pytest.raises(ValueError, match="max_words must be at least 1"):
+        brevity(RewardInput(trajectory=traj("apple"), sample=sample("x"), answer="apple"), max_words=0)
