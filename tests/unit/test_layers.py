@@ -27,6 +27,18 @@ def test_agentrl_keeps_its_layers():
     assert "1 kept, 0 broken" in result.stdout
 
 
+def test_every_top_level_package_has_a_layer_and_none_is_excused():
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    layered = {name.strip() for layer in contract["layers"] for name in layer.split(":")}
+    top_level = {
+        f"agentrl.{p.stem}"
+        for p in (ROOT / "agentrl").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    assert top_level - layered == set(), "give these a layer in pyproject.toml's [tool.importlinter]"
+    assert not contract.get("ignore_imports"), "the contract excuses imports that run against the layers"
+
+
 def test_the_contract_catches_a_lower_layer_importing_a_higher_one(tmp_path: Path):
     """A package shaped like agentrl (one module per layer package) under the same contract: clean, it passes;
     once `agentrl.types` imports `agentrl.trainer`, it fails and names the import."""
