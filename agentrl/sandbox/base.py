@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.errors import InfrastructureError
+from agentrl.errors import InfrastructureError, UserError
 
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 """Bytes kept of each of stdout and stderr; the rest is dropped and marked."""
@@ -24,6 +24,14 @@ DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 
 class SandboxError(InfrastructureError):
     """The sandbox itself failed (not the command run in it): it cannot be used any more."""
+
+
+class ForkUnsupportedError(UserError):
+    """This kind of sandbox cannot be forked; the message says which and what to use instead."""
+
+
+FORK_NOTE = "a fork copies the sandbox's files, not its processes: nothing left running in the parent runs in a child"
+"""What a fork does not carry over; recorded in each forked trajectory's metadata (`fork`)."""
 
 
 @dataclass
@@ -95,6 +103,16 @@ class Sandbox(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Free the sandbox; calling it again does nothing."""
+
+    async def fork(self, n: int) -> list[Sandbox]:
+        """`n` new sandboxes, each holding this one's files as they are now, with its limits and labels; this one
+        is unchanged. Processes are not carried over (`FORK_NOTE`). The caller closes the children.
+
+        Raises:
+            ForkUnsupportedError: this kind of sandbox cannot be forked.
+            SandboxError: the sandbox, or a child's start, failed (no child is left running).
+        """
+        raise ForkUnsupportedError(f"{type(self).__name__} cannot be forked; use sandbox.backend=docker or local")
 
     def resolve(self, path: str) -> str:
         """`path` made absolute against the workdir."""

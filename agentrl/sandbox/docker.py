@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from agentrl.sandbox.base import (
     DEFAULT_MAX_OUTPUT_BYTES,
     ExecResult,
+    ForkUnsupportedError,
     Sandbox,
     SandboxError,
     cap_bytes,
@@ -137,6 +138,8 @@ class DockerSandbox(Sandbox):
         self.writable = writable
         """The folder files may be written under (`/` for a task image)."""
         self.closed = False
+        self.started_with: dict[str, Any] = {}
+        """The `create_sync` arguments it was started with (but the image and client): its forks get the same."""
 
     @classmethod
     async def create(cls, image: str = BASE_IMAGE, **kwargs: Any) -> DockerSandbox:
@@ -211,8 +214,14 @@ class DockerSandbox(Sandbox):
         except docker.errors.DockerException as exc:
             _discard(client, name, volume)
             raise SandboxError(f"cannot start a sandbox from image {image!r}: {exc}") from exc
-        return cls(client, container.id, volume, exec_timeout_s=exec_timeout_s, max_output_bytes=max_output_bytes,
-                   image=image, writable="/" if task_image or not read_only else WORKDIR)  # fmt: skip
+        sandbox = cls(client, container.id, volume, exec_timeout_s=exec_timeout_s, max_output_bytes=max_output_bytes,
+                      image=image, writable="/" if task_image or not read_only else WORKDIR)  # fmt: skip
+        sandbox.started_with = {
+            "run_id": run_id, "memory": memory, "cpus": cpus, "pids_limit": pids_limit, "network": network,
+            "exec_timeout_s": exec_timeout_s, "workdir_size": workdir_size, "tmp_size": tmp_size,
+            "max_output_bytes": max_output_bytes, "user": user, "read_only": read_only, "task_image": task_image,
+        }  # fmt: skip
+        return sandbox
 
     # -- commands -------------------------------------------------------------------------------------------
 
@@ -351,6 +360,40 @@ class DockerSandbox(Sandbox):
                 self._client.api.put_archive(self.id, folder, archive)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"sandbox {self.id[:12]} cannot write into {folder}: {exc}") from exc
+
+    # -- forks ----------------------------------------------------------------------------------------------
+
+    async def fork(self, n: int) -> list[Sandbox]:
+        return list(await _run_in_thread(self.fork_sync, n))
+
+    def fork_sync(self, n: int) -> list[DockerSandbox]:
+        """`fork`, blocking: `n` containers of the same image, limits and labels, each given a copy of `/work`
+        (the only place a default sandbox can change: its root is read-only, and `/tmp` is scratch that is not
+        carried over)."""
+        import docker
+
+        self._check_open()
+        if self.writable != WORKDIR:
+            raise ForkUnsupportedError(
+                f"sandbox {self.id[:12]} writes outside {WORKDIR} (a task image or a writable root), which a fork "
+                "does not copy yet: fork only default sandboxes"
+            )
+        try:
+            chunks, _ = self._client.api.get_archive(self.id, f"{WORKDIR}/.")
+            files = b"".join(chunks)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"sandbox {self.id[:12]} cannot be copied: {exc}") from exc
+        children: list[DockerSandbox] = []
+        try:
+            for _ in range(n):
+                children.append(DockerSandbox.create_sync(self.image, client=self._client, **self.started_with))
+                children[-1]._put(WORKDIR, files)
+                children[-1].workdir = self.workdir
+        except BaseException:
+            for child in children:
+                child.close_sync()
+            raise
+        return children
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 

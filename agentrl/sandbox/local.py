@@ -99,6 +99,14 @@ class LocalSandbox(Sandbox):
         self._check_open()
         shutil.copytree(local_dir, self.resolve(dest or "."), symlinks=True, dirs_exist_ok=True)
 
+    async def fork(self, n: int) -> list[Sandbox]:
+        """`n` new local sandboxes, each a copy of this one's folder (links kept as links)."""
+        self._check_open()
+        children = [LocalSandbox(self.exec_timeout_s, self.max_output_bytes) for _ in range(n)]
+        for child in children:
+            await asyncio.to_thread(shutil.copytree, self.workdir, child.workdir, symlinks=True, dirs_exist_ok=True)
+        return list(children)
+
     async def close(self) -> None:
         if not self.closed:
             self.closed = True

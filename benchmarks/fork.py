@@ -1,0 +1,149 @@
+"""Forking an episode's state versus starting fresh and replaying what led there (issue 45).
+
+Needs the Docker engine and a bundled SWE task image (`scripts/setup.sh`). Run from the repository root:
+
+    .venv/bin/python benchmarks/fork.py            # about a minute on 2 CPU cores
+    .venv/bin/python benchmarks/fork.py --quick    # one round
+
+* `swe_fork_over_replay`: a SWE task container after 5 tool calls an agent makes early (list the repository,
+  grep a function, edit a file, import the package, `git diff`). Baseline: start a fresh container from the task's
+  image (`open_task_sandbox`: container, repository copied and committed) and replay the 5 calls. Fork:
+  `sandbox.fork(1)` of the container that made them. The figure is replay seconds over fork seconds (median over
+  rounds, the two alternating within each round). Target >= 5.
+* `gym_fork_over_replay`: a FrozenLake episode after 5 steps. Baseline: make, reset with the seed, replay the 5
+  actions; fork: `copy.deepcopy` of the env (what the gym adapters do). Same ratio.
+
+Every container carries this run's label and is removed at the end, also on errors and Ctrl-C. The last line
+printed is the JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentrl.sandbox.base import Sandbox
+from agentrl.sandbox.docker import docker_client, remove_all
+from agentrl.swe.repo import open_task_sandbox
+from agentrl.swe.report import patch_files
+from agentrl.swe.task import SWETask, load_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+ACTIONS = [1, 2, 2, 1, 2]  # FrozenLake: down, right, right, down, right
+
+
+def agent_calls(task: SWETask) -> list[str]:
+    """Five calls an agent makes early in a SWE episode."""
+    path = patch_files(task.patch)[0]
+    module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".").removeprefix("src.")
+    return [
+        "ls -la",
+        f"grep -n 'def ' {path} | head -20",
+        f"sed -i '1i # looked here' {path}",
+        f"python -c 'import {module}'",
+        "git diff --stat",
+    ]
+
+
+async def run_calls(sandbox: Sandbox, calls: list[str]) -> None:
+    for call in calls:
+        await sandbox.exec(call, timeout=60)
+
+
+async def swe_round(task: SWETask, run_id: str) -> tuple[float, float]:
+    """(replay seconds, fork seconds) of one round."""
+    calls = agent_calls(task)
+    parent, _ = await open_task_sandbox(task, run_id=run_id)
+    opened: list[Sandbox] = [parent]
+    try:
+        await run_calls(parent, calls)
+        start = time.perf_counter()
+        fresh, _ = await open_task_sandbox(task, run_id=run_id)
+        opened.append(fresh)
+        await run_calls(fresh, calls)
+        replay = time.perf_counter() - start
+        start = time.perf_counter()
+        opened += await parent.fork(1)
+        fork = time.perf_counter() - start
+        same = [(await s.read_file(patch_files(task.patch)[0])) for s in opened]
+        assert same[0] == same[1] == same[2], "the fork and the replay must hold the parent's files"
+        return replay, fork
+    finally:
+        await asyncio.gather(*(s.close() for s in opened))
+
+
+def gym_round() -> tuple[float, float]:
+    import gymnasium as gym
+
+    parent = gym.make("FrozenLake-v1", is_slippery=False)
+    parent.reset(seed=0)
+    for action in ACTIONS:
+        parent.step(action)
+    start = time.perf_counter()
+    fresh = gym.make("FrozenLake-v1", is_slippery=False)
+    fresh.reset(seed=0)
+    for action in ACTIONS:
+        fresh.step(action)
+    replay = time.perf_counter() - start
+    start = time.perf_counter()
+    child = copy.deepcopy(parent)
+    fork = time.perf_counter() - start
+    assert child.unwrapped.s == fresh.unwrapped.s == parent.unwrapped.s
+    return replay, fork
+
+
+def smallest_task() -> SWETask:
+    tasks = load_tasks(ROOT / "recipes/swe_agent/data/train.jsonl")
+    client = docker_client()
+    for task in sorted(tasks, key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS)):
+        if client.images.list(name=task.image):
+            return task
+    raise SystemExit("no SWE task image: run scripts/setup.sh")
+
+
+def ratio(rounds: list[tuple[float, float]]) -> tuple[float, float, float]:
+    replay = statistics.median(r for r, _ in rounds)
+    fork = statistics.median(f for _, f in rounds)
+    return replay, fork, replay / fork
+
+
+async def main_async(rounds: int) -> dict[str, float]:
+    run_id = f"bench-fork-{uuid.uuid4().hex[:8]}"
+    task = smallest_task()
+    try:
+        swe = [await swe_round(task, run_id) for _ in range(rounds)]
+    finally:
+        remove_all(docker_client())
+    gym_rounds = [gym_round() for _ in range(max(rounds, 20))]
+    swe_replay, swe_fork, swe_ratio = ratio(swe)
+    gym_replay, gym_fork, gym_ratio = ratio(gym_rounds)
+    print(f"SWE task {task.instance_id}, 5 calls: replay {swe_replay:.2f} s, fork {swe_fork:.2f} s -> {swe_ratio:.1f}x")
+    print(f"FrozenLake, 5 steps: replay {gym_replay * 1e3:.2f} ms, fork {gym_fork * 1e3:.2f} ms -> {gym_ratio:.1f}x")
+    return {
+        "swe_fork_over_replay": round(swe_ratio, 2),
+        "swe_replay_s": round(swe_replay, 3),
+        "swe_fork_s": round(swe_fork, 3),
+        "gym_fork_over_replay": round(gym_ratio, 2),
+        "rounds": rounds,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one round")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(main_async(1 if args.quick else 5))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Forking a real SWE task container after the agent edited a file: each child sees the edit, their own later
+edits stay theirs, each child's patch grades on its own, and no container is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentrl.sandbox.base import ForkUnsupportedError
+from agentrl.sandbox.docker import DockerSandbox
+from agentrl.swe.grading import grade_patch
+from agentrl.swe.repo import extract_patch, open_task_sandbox
+from agentrl.swe.report import patch_files
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_swe_container_forked_after_an_edit(task, no_leftovers):
+    parent, base = await open_task_sandbox(task, run_id="fork-test")
+    path = patch_files(task.patch)[0]
+    children = []
+    try:
+        await parent.exec(f"echo '# parent was here' >> {path}")
+        await parent.exec("setsid sleep 300 > /dev/null 2>&1 & sleep 0.5")  # a process: not carried over
+        assert "sleep 300" in await _processes(parent)
+        children = await parent.fork(2)
+        assert [c.started_with for c in children] == [parent.started_with] * 2
+        for child in children:
+            assert "# parent was here" in (await child.read_file(path)).decode()
+            assert "sleep 300" not in await _processes(child)
+        gold = _gold_lines(task.patch)
+        await children[0].write_file(path, (await children[0].read_file(path)).decode().replace(*gold, 1))
+        await children[1].exec(f"echo '# child 1' >> {path}")
+        patches = [await extract_patch(c, task, base, 60) for c in children]
+        assert "# parent was here" in patches[0] and "# parent was here" in patches[1]
+        assert "# child 1" in patches[1] and "# child 1" not in patches[0]
+        assert gold[1] in patches[0] and gold[1] not in patches[1]
+        assert "# child 1" not in (await parent.read_file(path)).decode()
+        graded = await asyncio.gather(*(grade_patch(task, p) for p in patches))
+        assert graded[0].resolved and not graded[1].resolved, [g.details() for g in graded]
+    finally:
+        for sandbox in (parent, *children):
+            await sandbox.close()
+
+
+async def test_a_task_image_sandbox_is_refused(sandbox_base_image, no_leftovers):
+    sandbox = await DockerSandbox.create(sandbox_base_image, run_id="fork-test", task_image=True)
+    try:
+        with pytest.raises(ForkUnsupportedError, match="does not copy yet"):
+            await sandbox.fork(1)
+    finally:
+        await sandbox.close()
+
+
+async def _processes(sandbox) -> str:
+    return (await sandbox.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '")).stdout
+
+
+def _gold_lines(patch: str) -> tuple[str, str]:
+    """The buggy line and its fix, from a one-line gold patch."""
+    removed = [ln[1:] for ln in patch.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln[1:] for ln in patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    return removed[0], added[0]
