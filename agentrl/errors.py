@@ -27,6 +27,10 @@ class ModelNotFoundError(UserError):
     """A model spec names no usable model here: default not prepared, not a model folder, or not cached."""
 
 
+class ForkUnsupportedError(UserError):
+    """A sandbox, environment or loop that cannot be forked; the message names it and says what to do instead."""
+
+
 class TooManyFailuresError(InfrastructureError):
     """More of a step's trajectories failed for infrastructure reasons than `trainer.max_failed_fraction`."""
 

@@ -12,6 +12,7 @@ print(outcome.text, episode.reward)   # the next observation, the (discounted) r
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +20,10 @@ from typing import Any
 import gymnasium as gym
 
 from agentrl.config.schema import EnvConfig, EnvExample
-from agentrl.envs.adapter import EnvAdapter, adapter_class
+from agentrl.envs.adapter import EnvAdapter, adapter_class, env_label
 from agentrl.envs.factory import make_env
 from agentrl.envs.spaces import InvalidAction
-from agentrl.errors import UserError
+from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.types import Message
 
 
@@ -117,6 +118,27 @@ class GymEpisode:
         except Exception:
             env.close()
             raise
+
+    def fork(self, n: int) -> list[GymEpisode]:
+        """`n` copies of the episode as it is now: the env's state and random generator, the adapter, the
+        returns and the per-turn records. Given the same replies, each child continues exactly as this episode
+        would (`copy.deepcopy`; an adapter whose env cannot be copied so sets `forkable = False`).
+
+        Raises:
+            ForkUnsupportedError: the env or its adapter cannot be copied (named in the message).
+        """
+        if not getattr(self.adapter, "forkable", True):
+            raise ForkUnsupportedError(
+                f"env {env_label(self.env)} cannot be forked: its adapter {type(self.adapter).__name__} says so "
+                "(forkable = False); run it without rollout.tree"
+            )
+        try:
+            return [copy.deepcopy(self) for _ in range(n)]
+        except Exception as exc:
+            raise ForkUnsupportedError(
+                f"env {env_label(self.env)} cannot be forked: copying it failed ({type(exc).__name__}: {exc}); "
+                "give its adapter a __deepcopy__ that copies the env's state, or run it without rollout.tree"
+            ) from exc
 
     @property
     def system_text(self) -> str | None:
@@ -214,6 +236,24 @@ class GymEpisode:
 
     def close(self) -> None:
         self.env.close()
+
+
+def fork_problem(cfg: EnvConfig) -> str | None:
+    """Why episodes of the env of `cfg` cannot be forked (None if they can): one is made, reset and forked once,
+    so an env that holds what cannot be copied (a window, a socket, a process) is named before a run starts."""
+    try:
+        episode = GymEpisode.from_config(cfg)
+    except Exception as exc:  # reported by the env checks with their own message
+        return f"env: cannot make the env to check that it can be forked ({exc})"
+    try:
+        episode.reset(seed=0)
+        for child in episode.fork(1):
+            child.close()
+    except ForkUnsupportedError as exc:
+        return str(exc)
+    finally:
+        episode.close()
+    return None
 
 
 def _ask(text: str, prompt: str) -> str:

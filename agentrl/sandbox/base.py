@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrl.errors import InfrastructureError, UserError
+from agentrl.errors import ForkUnsupportedError, InfrastructureError
 
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 """Bytes kept of each of stdout and stderr; the rest is dropped and marked."""
@@ -24,10 +24,6 @@ DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 
 class SandboxError(InfrastructureError):
     """The sandbox itself failed (not the command run in it): it cannot be used any more."""
-
-
-class ForkUnsupportedError(UserError):
-    """This kind of sandbox cannot be forked; the message says which and what to use instead."""
 
 
 FORK_NOTE = "a fork copies the sandbox's files, not its processes: nothing left running in the parent runs in a child"

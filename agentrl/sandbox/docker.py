@@ -37,10 +37,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agentrl.errors import ForkUnsupportedError
 from agentrl.sandbox.base import (
     DEFAULT_MAX_OUTPUT_BYTES,
     ExecResult,
-    ForkUnsupportedError,
     Sandbox,
     SandboxError,
     cap_bytes,

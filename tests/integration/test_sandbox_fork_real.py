@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agentrl.sandbox.base import ForkUnsupportedError
+from agentrl.errors import ForkUnsupportedError
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.swe.grading import grade_patch
 from agentrl.swe.repo import extract_patch, open_task_sandbox

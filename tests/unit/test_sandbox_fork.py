@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl.sandbox.base import ExecResult, ForkUnsupportedError, Sandbox
+from agentrl.errors import ForkUnsupportedError
+from agentrl.sandbox.base import ExecResult, Sandbox
 from agentrl.sandbox.local import LocalSandbox
 
 

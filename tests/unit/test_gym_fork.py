@@ -1,0 +1,82 @@
+"""Forking a Gym episode: each child continues exactly as the parent would, given the same replies and seeds;
+an env that cannot be copied is refused by name."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from agentrl.config.schema import EnvConfig
+from agentrl.envs.adapter import EnvAdapter
+from agentrl.envs.gym import GymEpisode, fork_problem
+from agentrl.errors import ForkUnsupportedError
+
+REPLIES = ["down", "right", "nonsense", "right", "down", "down", "right"]
+
+
+def play(episode: GymEpisode, replies: list[str]) -> list[tuple[str, bool]]:
+    out = []
+    for reply in replies:
+        if episode.done:
+            break
+        step = episode.act(reply)
+        out.append((step.text, step.valid))
+    return out
+
+
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "CliffWalking-v1", "Taxi-v4", "Blackjack-v1"])
+def test_children_continue_exactly_as_the_parent(env_id: str) -> None:
+    """Slippery FrozenLake and Blackjack draw from the env's generator: a child must carry it over."""
+    kwargs = {"is_slippery": True} if env_id == "FrozenLake-v1" else {}
+    parent = GymEpisode.from_config(EnvConfig(id=env_id, kwargs=kwargs, max_steps=20))
+    parent.reset(seed=3)
+    replies = [parent.adapter.action_text(a) for a in _actions(parent)]
+    play(parent, replies[:2])
+    children = parent.fork(2)
+    rest = play(parent, replies[2:])
+    for child in children:
+        assert play(child, replies[2:]) == rest
+        assert (child.turn_rewards, child.turn_states, child.reward) == (
+            parent.turn_rewards, parent.turn_states, parent.reward)  # fmt: skip
+        assert child.env is not parent.env
+    for episode in (parent, *children):
+        episode.close()
+
+
+def test_a_childs_moves_leave_its_siblings_and_parent_alone() -> None:
+    parent = GymEpisode.from_config(EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": False}))
+    parent.reset(seed=0)
+    parent.act("right")
+    a, b = parent.fork(2)
+    a.act("down")
+    assert (a.steps, b.steps, parent.steps) == (2, 1, 1)
+    assert a.state_key != b.state_key == parent.state_key
+
+
+class _SocketEnvAdapter(EnvAdapter):
+    """An adapter holding an OS resource that cannot be deep-copied."""
+
+    def __init__(self, env, instructions=None):
+        super().__init__(env, instructions)
+        self.connection = socket.socket()
+
+
+class _SimulatorAdapter(EnvAdapter):
+    forkable = False
+
+
+def test_an_env_that_cannot_be_copied_is_refused_with_its_name() -> None:
+    held = GymEpisode.from_config(EnvConfig(id="FrozenLake-v1", adapter=f"{__name__}:_SocketEnvAdapter"))
+    held.reset(seed=0)
+    with pytest.raises(ForkUnsupportedError, match="env FrozenLake-v1 cannot be forked: copying it failed"):
+        held.fork(1)
+    held.adapter.connection.close()
+    assert "its adapter _SimulatorAdapter says so" in fork_problem(
+        EnvConfig(id="FrozenLake-v1", adapter=f"{__name__}:_SimulatorAdapter"))  # fmt: skip
+    assert fork_problem(EnvConfig(id="FrozenLake-v1")) is None
+
+
+def _actions(episode: GymEpisode) -> list[int]:
+    n = int(episode.env.action_space.n)
+    return [i % n for i in (1, 2, 2, 1, 0, 2, 1, 1, 3, 0)]
