@@ -1,0 +1,131 @@
+"""Tree-GRPO credit on a tree of forked episodes (Ji et al. 2025, "Tree Search for LLM Agent Reinforcement
+Learning", arXiv:2509.21240): an advantage per node, from the outcomes of the leaves alone.
+
+A tree rollout forks an episode at turn boundaries. Each node is the stretch of turns between two branch points
+(the root: the turns before the first one; a leaf: the turns after the last one, ending in an outcome). The
+children of one node started from one true state, so they form a group of their own. For a node n with value
+V(n), the mean outcome of the leaves below it:
+
+    A_intra(n) = (V(n) − mean_{s ∈ siblings(n)} V(s)) / (std_{s ∈ siblings(n)} V(s) + ε)    within its branch point
+    A_inter(n) = (V(n) − mean_{l ∈ leaves(prompt)} R(l)) / (std_{l ∈ leaves(prompt)} R(l) + ε)   across the trees
+    A(n)       = intra_weight · A_intra(n) + inter_weight · A_inter(n)
+
+The siblings include n itself; the statistics are GRPO's (unbiased std; a group of one, or of equal values, gives
+0), and `norm="none"` drops the division (Dr. GRPO). The inter-tree term is the paper's: every tree of the prompt
+is one sample of the policy from the prompt. The intra-tree term is the paper's at the leaves and, at inner nodes,
+the same comparison one level up: a turn is credited by how much better its subtree did than its siblings' from
+the same state.
+
+Shared-prefix tokens are trained once, with their node's advantage, rather than once per leaf (as the paper does,
+which weights a prefix by its number of leaves). For the inter-tree term the two agree up to that weight: V(n) is
+the mean of the leaves below n, so A_inter(n) is the mean of their A_inter. Training a prefix once keeps every
+generated token at weight one in the batch, whatever the tree's shape.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from agentrl.errors import UserError
+from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, grpo_advantage
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """One node of a tree rollout.
+
+    Attributes:
+        id: unique among the nodes passed together.
+        parent: the parent node's id; None for a tree's root.
+        group_id: the prompt's group: the trees of one prompt share it.
+        reward: a leaf's outcome (the episode's reward); None for an inner node.
+    """
+
+    id: Hashable
+    parent: Hashable | None
+    group_id: Hashable
+    reward: float | None = None
+
+
+def tree_grpo_advantages(
+    nodes: Sequence[TreeNode],
+    *,
+    intra_weight: float = 1.0,
+    inter_weight: float = 1.0,
+    norm: Literal["std", "none"] = "std",
+    eps: float = DEFAULT_EPS,
+) -> dict[Hashable, float]:
+    """The Tree-GRPO advantage of every node (see the module docstring).
+
+    Raises:
+        UserError: a leaf without a reward, an inner node with one, or a parent that is not among `nodes`.
+    """
+    by_id = {n.id: n for n in nodes}
+    children: dict[Hashable, list[Hashable]] = defaultdict(list)
+    for node in nodes:
+        if node.parent is not None:
+            if node.parent not in by_id:
+                raise UserError(f"tree node {node.id!r} names a parent {node.parent!r} that is not in the tree")
+            children[node.parent].append(node.id)
+    _check_rewards(nodes, children)
+    values = _subtree_values(nodes, children)
+    centre = grpo_advantage if norm == "std" else dr_grpo_advantage
+    ids = [n.id for n in nodes]
+    value = torch.tensor([values[i] for i in ids], dtype=torch.float64)
+    siblings = [(by_id[i].group_id, by_id[i].parent if by_id[i].parent is not None else ("root", i)) for i in ids]
+    intra = centre(value, siblings, eps=eps)
+    inter = _inter_tree(nodes, values, children, norm, eps)
+    return {i: intra_weight * float(intra[k]) + inter_weight * inter[i] for k, i in enumerate(ids)}
+
+
+def _check_rewards(nodes: Sequence[TreeNode], children: dict[Hashable, list[Hashable]]) -> None:
+    for node in nodes:
+        is_leaf = node.id not in children
+        if is_leaf and node.reward is None:
+            raise UserError(f"tree leaf {node.id!r} has no reward; score every leaf before computing advantages")
+        if not is_leaf and node.reward is not None:
+            raise UserError(f"tree node {node.id!r} has children and a reward; only leaves carry outcomes")
+
+
+def _subtree_values(nodes: Sequence[TreeNode], children: dict[Hashable, list[Hashable]]) -> dict[Hashable, float]:
+    """V(n): the mean reward of the leaves below n (n itself for a leaf)."""
+    by_id = {n.id: n for n in nodes}
+    leaves: dict[Hashable, list[float]] = {}
+
+    def collect(node_id: Hashable) -> list[float]:
+        if node_id not in leaves:
+            kids = children.get(node_id, [])
+            reward = by_id[node_id].reward
+            leaves[node_id] = [float(reward)] if not kids and reward is not None else [
+                r for kid in kids for r in collect(kid)]  # fmt: skip
+        return leaves[node_id]
+
+    return {n.id: sum(collect(n.id)) / len(collect(n.id)) for n in nodes}
+
+
+def _inter_tree(
+    nodes: Sequence[TreeNode],
+    values: dict[Hashable, float],
+    children: dict[Hashable, list[Hashable]],
+    norm: str,
+    eps: float,
+) -> dict[Hashable, float]:
+    """A_inter(n): V(n) against the outcomes of every leaf of the prompt's trees."""
+    outcomes: dict[Hashable, list[float]] = defaultdict(list)
+    for node in nodes:
+        if node.id not in children:
+            outcomes[node.group_id].append(values[node.id])
+    out = {}
+    for node in nodes:
+        group = torch.tensor(outcomes[node.group_id], dtype=torch.float64)
+        if len(group) < 2 or bool((group == group[0]).all()):
+            out[node.id] = 0.0
+            continue
+        spread = float(group.std()) + eps if norm == "std" else 1.0
+        out[node.id] = (values[node.id] - float(group.mean())) / spread
+    return out

@@ -1,0 +1,58 @@
+"""Tree-GRPO on hand-built trees: every node's advantage against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agentrl.errors import UserError
+from agentrl.trainer.tree_advantages import TreeNode, tree_grpo_advantages
+
+S = math.sqrt(0.5)  # the unbiased std of {1, 0}: a pair differing by 1 normalizes to ±1/(2·S) = ±S
+
+
+def one_tree(group: str = "p", tag: str = "") -> list[TreeNode]:
+    """root → a, b (branched at turn 1); a → a1 (1), a2 (0); b → b1 (0), b2 (0)."""
+    n = lambda i, parent, reward=None: TreeNode(f"{tag}{i}", f"{tag}{parent}" if parent else None, group, reward)  # noqa: E731
+    return [n("r", None), n("a", "r"), n("b", "r"), n("a1", "a", 1.0), n("a2", "a", 0.0), n("b1", "b", 0.0),
+            n("b2", "b", 0.0)]  # fmt: skip
+
+
+def test_intra_and_inter_tree_terms_match_the_hand_computed_values() -> None:
+    adv = tree_grpo_advantages(one_tree())
+    # leaves {1,0,0,0}: mean 0.25, unbiased std 0.5. a1: intra +S vs a2, inter (1-.25)/.5 = 1.5
+    expected = {"a1": S + 1.5, "a2": -S - 0.5, "b1": -0.5, "b2": -0.5, "a": S + 0.5, "b": -S - 0.5, "r": 0.0}
+    assert adv == pytest.approx(expected, abs=1e-5)
+
+
+def test_an_inner_nodes_inter_term_is_the_mean_of_its_leaves() -> None:
+    inter = tree_grpo_advantages(one_tree(), intra_weight=0.0)
+    assert inter["a"] == pytest.approx((inter["a1"] + inter["a2"]) / 2)
+    assert inter["r"] == pytest.approx(sum(inter[x] for x in ("a1", "a2", "b1", "b2")) / 4)
+
+
+def test_trees_of_one_prompt_share_the_inter_term_and_other_prompts_do_not() -> None:
+    second = [TreeNode("s", None, "p"), TreeNode("s1", "s", "p", 1.0), TreeNode("s2", "s", "p", 1.0)]
+    other = [TreeNode("o", None, "q"), TreeNode("o1", "o", "q", 0.0), TreeNode("o2", "o", "q", 0.0)]
+    adv = tree_grpo_advantages([*one_tree(), *second, *other], intra_weight=0.0, norm="none")
+    mean = (1 + 0 + 0 + 0 + 1 + 1) / 6  # every leaf of prompt p's two trees
+    assert adv["a1"] == pytest.approx(1 - mean) and adv["s"] == pytest.approx(1 - mean)
+    assert adv["r"] == pytest.approx(0.25 - mean)
+    assert adv["o1"] == adv["o"] == 0.0  # a prompt whose leaves all scored alike gives no signal
+
+
+def test_siblings_compare_within_their_branch_point_only() -> None:
+    adv = tree_grpo_advantages(one_tree(), inter_weight=0.0, norm="none")
+    assert adv["a1"] == pytest.approx(0.5) and adv["a2"] == pytest.approx(-0.5)
+    assert adv["b1"] == adv["b2"] == 0.0
+    assert adv["a"] == pytest.approx(0.25) and adv["r"] == 0.0
+
+
+def test_malformed_trees_are_refused() -> None:
+    with pytest.raises(UserError, match="leaf 'x' has no reward"):
+        tree_grpo_advantages([TreeNode("r", None, "p"), TreeNode("x", "r", "p")])
+    with pytest.raises(UserError, match="has children and a reward"):
+        tree_grpo_advantages([TreeNode("r", None, "p", 1.0), TreeNode("x", "r", "p", 1.0)])
+    with pytest.raises(UserError, match="parent 'nope'"):
+        tree_grpo_advantages([TreeNode("x", "nope", "p", 1.0)])
