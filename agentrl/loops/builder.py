@@ -30,6 +30,12 @@ class TrajectoryBuilder:
         self.tools = tools
         self._last_generated_text: str | None = None
 
+    def copy_for(self, trajectory: Trajectory) -> TrajectoryBuilder:
+        """A builder of `trajectory` (a copy of this one's, forked) in the same state as this one."""
+        copy = TrajectoryBuilder(self.tokenizer, trajectory, tools=self.tools)
+        copy._last_generated_text = self._last_generated_text
+        return copy
+
     @property
     def num_tokens(self) -> int:
         return self.trajectory.num_tokens

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +89,19 @@ class AgentContext:
 
     def __post_init__(self) -> None:
         self.builder = TrajectoryBuilder(self.tokenizer, self.trajectory, tools=self.tool_schemas)
+
+    def fork(self, n: int) -> list[AgentContext]:
+        """`n` contexts that continue this trajectory from where it is now: each child's trajectory holds the same
+        tokens (segments with their logprobs, versions and temperatures), messages, turn count, rewards and
+        metrics so far, under an id of its own. The model, tokenizer, sampling and budgets are shared; the loop's
+        state (`SteppedLoop.fork_state`) gives each child its own environment, sandbox and tools."""
+        children = []
+        for _ in range(n):
+            trajectory = self.trajectory.model_copy(deep=True, update={"id": uuid.uuid4().hex})
+            child = dataclasses.replace(self, trajectory=trajectory)
+            child.builder = self.builder.copy_for(trajectory)
+            children.append(child)
+        return children
 
     def start(self, messages: list[Message]) -> None:
         """Render the prompt; raises StopLoop(context_overflow) if it alone exceeds the budget."""

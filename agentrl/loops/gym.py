@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrl.config.schema import AgentConfig, EnvConfig
 from agentrl.errors import UserError
-from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext, StopLoop, with_system_prompt
+from agentrl.loops.stepped import SteppedLoop
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
 if TYPE_CHECKING:
     from agentrl.envs.gym import GymEpisode
 
 
-class GymAgentLoop(AgentLoopBase):
+class GymAgentLoop(SteppedLoop):
     """Plays a gymnasium env (`env:` config) through its text adapter, one episode per trajectory.
 
     The env is reset with the row's `extra_info["seed"]` (rows generated from `env.num_train_seeds` /
@@ -62,38 +65,71 @@ class GymAgentLoop(AgentLoopBase):
             )
         return cfg
 
-    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+    async def begin(self, sample: Sample, ctx: AgentContext) -> _GymState:
         from agentrl.envs.gym import GymEpisode
 
         seed = _seed(sample)
         episode = await asyncio.to_thread(GymEpisode.from_config, self._env(), sample.extra_info.get("env_kwargs"))
         ctx.env = episode
+        state = _GymState(episode, seed)
         try:
             first = await asyncio.to_thread(episode.reset, seed)
             opening = _opening(sample, episode, first)
-            window = _Window(opening[:-1], episode, self._env().history_turns)
+            state.window = _Window(opening[:-1], episode, self._env().history_turns)
             ctx.start(opening)
-            while True:
-                # a reply cut at rollout.max_tokens is still played (feedback when invalid), not the episode's end
-                turn = await ctx.generate(continue_if_cut=True)
-                outcome = await asyncio.to_thread(episode.act, turn.text)
-                if outcome.terminated:
-                    ctx.trajectory.stop_reason = StopReason.DONE
-                    return ctx.trajectory
-                if outcome.truncated:
-                    raise StopLoop(StopReason.MAX_TURNS, f"episode truncated after {episode.steps} steps")
-                if episode.invalid_limit_reached:
-                    raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{episode.invalid_in_a_row} invalid actions in a row")
-                if window.turns is None:
-                    ctx.add_messages([Message(role="user", content=outcome.text)])
-                elif ctx.trajectory.num_turns >= ctx.budgets.max_turns:  # no prompt-only last step sample
-                    raise StopLoop(StopReason.MAX_TURNS)
-                else:
-                    feedback = None if outcome.valid else outcome.text
-                    ctx.new_step_sample(window.next_prompt(ctx.trajectory.messages[-1], feedback))
-        finally:
-            _record(ctx.trajectory, episode, seed)
-            episode.close()
+        except BaseException:
+            await self.end(ctx, state)
+            raise
+        return state
+
+    async def step(self, ctx: AgentContext, state: _GymState) -> bool:
+        episode, window = state.episode, state.window
+        assert window is not None
+        # a reply cut at rollout.max_tokens is still played (feedback when invalid), not the episode's end
+        turn = await ctx.generate(continue_if_cut=True)
+        outcome = await asyncio.to_thread(episode.act, turn.text)
+        if outcome.terminated:
+            ctx.trajectory.stop_reason = StopReason.DONE
+            return True
+        if outcome.truncated:
+            raise StopLoop(StopReason.MAX_TURNS, f"episode truncated after {episode.steps} steps")
+        if episode.invalid_limit_reached:
+            raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{episode.invalid_in_a_row} invalid actions in a row")
+        if window.turns is None:
+            ctx.add_messages([Message(role="user", content=outcome.text)])
+        elif ctx.trajectory.num_turns >= ctx.budgets.max_turns:  # no prompt-only last step sample
+            raise StopLoop(StopReason.MAX_TURNS)
+        else:
+            feedback = None if outcome.valid else outcome.text
+            ctx.new_step_sample(window.next_prompt(ctx.trajectory.messages[-1], feedback))
+        return False
+
+    async def end(self, ctx: AgentContext, state: _GymState) -> None:
+        _record(ctx.trajectory, state.episode, state.seed)
+        state.episode.close()
+
+    async def fork_state(self, state: _GymState, children: list[AgentContext]) -> list[_GymState]:
+        """Each child gets a copy of the episode (`GymEpisode.fork`: the env and its random generator) and of the
+        history window."""
+        episodes = await asyncio.to_thread(state.episode.fork, len(children))
+        states = []
+        for ctx, episode in zip(children, episodes, strict=True):
+            ctx.env = episode
+            window = state.window.copy_for(episode) if state.window is not None else None
+            states.append(_GymState(episode, state.seed, window))
+        return states
+
+    async def discard(self, state: _GymState) -> None:
+        state.episode.close()
+
+
+@dataclass
+class _GymState:
+    """What the gym loop keeps between turns."""
+
+    episode: GymEpisode
+    seed: int | None
+    window: _Window | None = None
 
 
 def _opening(sample: Sample, episode: GymEpisode, first: str) -> list[Message]:
@@ -114,6 +150,12 @@ class _Window:
         self.opening, self.episode, self.turns = opening, episode, turns
         self.shown = Message(role="user", content=episode.state_message())  # this turn's observation, bare
         self.played: list[tuple[Message, Message]] = []
+
+    def copy_for(self, episode: GymEpisode) -> _Window:
+        """This window, for a fork of its episode."""
+        window = copy.copy(self)
+        window.episode, window.played = episode, list(self.played)
+        return window
 
     def next_prompt(self, reply: Message, feedback: str | None) -> list[Message]:
         """The messages of the next turn's prompt, after `reply` to the current one."""

@@ -129,7 +129,7 @@ class RolloutManager(JobRunner):
             _fail(traj, StopReason.ABORTED, "cancelled")
             raise
         except Exception as exc:  # one bad loop never kills the batch
-            _fail(traj, _reason_for(exc), f"{type(exc).__name__}: {exc}")
+            _fail(traj, stop_reason_for(exc), f"{type(exc).__name__}: {exc}")
         finally:
             await self._teardown(ctx, traj)
             traj.timings["total_s"] = time.perf_counter() - started
@@ -181,7 +181,8 @@ def _fail(traj: Trajectory, reason: StopReason, message: str) -> None:
     traj.error = message
 
 
-def _reason_for(exc: Exception) -> StopReason:
+def stop_reason_for(exc: Exception) -> StopReason:
+    """The stop reason of a trajectory whose loop raised `exc`: `sandbox_error`, `server_error`, else `error`."""
     if isinstance(exc, SandboxError):
         return StopReason.SANDBOX_ERROR
     if isinstance(exc, RolloutError):

@@ -33,6 +33,7 @@ import torch
 
 from agentrl.errors import UserError
 from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, grpo_advantage
+from agentrl.types import Trajectory
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,20 @@ def _inter_tree(
         spread = float(group.std()) + eps if norm == "std" else 1.0
         out[node.id] = (values[node.id] - float(group.mean())) / spread
     return out
+
+
+def tree_nodes(leaves: Sequence[Trajectory]) -> list[TreeNode]:
+    """The `TreeNode`s of the trees the scored leaves of tree rollouts form (`agentrl.loops.tree`: each leaf's
+    `metadata["tree"]` holds its tree's id and its path): a node per path prefix (the root `()`, each branch's
+    children), the leaves carrying their rewards. Node ids are `(tree id, path)`."""
+    nodes: dict[Hashable, TreeNode] = {}
+    for leaf in leaves:
+        tree = leaf.metadata["tree"]
+        path = tuple(tree["path"])
+        for depth in range(len(path)):
+            key = (tree["id"], path[:depth])
+            parent = (tree["id"], path[: depth - 1]) if depth else None
+            nodes.setdefault(key, TreeNode(key, parent, leaf.group_id))
+        parent = (tree["id"], path[:-1]) if path else None
+        nodes[(tree["id"], path)] = TreeNode((tree["id"], path), parent, leaf.group_id, leaf.reward)
+    return list(nodes.values())

@@ -1,0 +1,147 @@
+"""Forking a running episode (the gym loop: tokens, env and history window) and tree rollouts built from forks."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from agentrl.config.schema import AgentConfig, EnvConfig
+from agentrl.errors import ForkUnsupportedError, UserError
+from agentrl.loops.context import AgentContext, Budgets, StopLoop
+from agentrl.loops.gym import GymAgentLoop
+from agentrl.loops.single_turn import SingleTurnAgentLoop
+from agentrl.loops.testing import ScriptedOutput
+from agentrl.loops.tree import TreeShape, check_forkable, child_seed, run_tree
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.trainer.tree_advantages import tree_grpo_advantages, tree_nodes
+from agentrl.types import Sample, StopReason, Trajectory
+
+ACTIONS = ["LEFT", "DOWN", "RIGHT", "UP"]
+AGENT = AgentConfig(name="gym", max_turns=12, max_total_tokens=16384)
+
+
+class SeededPolicy:
+    """Replies with an action drawn from the request's seed: the same seed, the same reply."""
+
+    def __init__(self, tokenizer, fail_seeds: frozenset[int] = frozenset()):
+        self.tokenizer, self.fail_seeds, self.seeds = tokenizer, fail_seeds, []
+
+    async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+        self.seeds.append(sampling.seed)
+        if sampling.seed in self.fail_seeds:
+            raise ConnectionError("the server went away")
+        text = random.Random(sampling.seed).choice(ACTIONS)
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        return ScriptedOutput(ids, [-0.25] * len(ids), "stop", policy_version=3)
+
+
+def context(tokenizer, policy, seed: int = 11) -> AgentContext:
+    return AgentContext(
+        sample=Sample(prompt=[], extra_info={"seed": 0}),
+        trajectory=Trajectory(group_id="g"),
+        llm=policy,
+        tokenizer=tokenizer,
+        sampling=SamplingParams(temperature=1.0, max_tokens=8, seed=seed),
+        budgets=Budgets(max_turns=12, max_tokens_per_turn=8, max_total_tokens=16384, max_model_len=16384),
+    )
+
+
+def loop(history_turns: int | None = None) -> GymAgentLoop:
+    env = EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": True}, max_steps=12, history_turns=history_turns)
+    return GymAgentLoop(AGENT, env=env)
+
+
+async def play_out(gym: GymAgentLoop, ctx: AgentContext, state) -> Trajectory:
+    try:
+        while not await gym.step(ctx, state):
+            pass
+    except StopLoop as stop:
+        ctx.trajectory.stop_reason = stop.reason
+    await gym.end(ctx, state)
+    return ctx.trajectory
+
+
+def comparable(traj: Trajectory) -> tuple:
+    return (traj.token_ids, [s.logprobs for s in traj.segments], traj.reward, traj.turn_rewards, traj.turn_states,
+            traj.stop_reason, [len(s.segments) for s in traj.earlier_steps])  # fmt: skip
+
+
+@pytest.mark.parametrize("history_turns", [None, 1])
+def test_forked_children_continue_exactly_as_the_parent_given_the_same_seeds(tokenizer, history_turns) -> None:
+    """Slippery FrozenLake draws from the env's generator at every step, so a child that did not carry the env's
+    state over would drift; with a history window, the window must be carried over too."""
+
+    async def scenario() -> None:
+        gym = loop(history_turns)
+        parent = context(tokenizer, SeededPolicy(tokenizer))
+        state = await gym.begin(parent.sample, parent)
+        for _ in range(2):
+            assert not await gym.step(parent, state)
+        children = parent.fork(2)
+        states = await gym.fork_state(state, children)
+        assert [c.env for c in children] == [s.episode for s in states] and children[0].env is not parent.env
+        parent_end = comparable(await play_out(gym, parent, state))
+        for child, child_state in zip(children, states, strict=True):
+            assert comparable(await play_out(gym, child, child_state)) == parent_end
+        assert len({parent.trajectory.id, *(c.trajectory.id for c in children)}) == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_tree_forks_at_its_branch_turns_and_its_leaves_share_the_prefix_exactly(tokenizer) -> None:
+    policy = SeededPolicy(tokenizer)
+    ctx = context(tokenizer, policy)
+    leaves = asyncio.run(run_tree(loop(), ctx.sample, ctx, TreeShape(branch_turns=(1, 2), width=2)))
+    paths = sorted(tuple(leaf.metadata["tree"]["path"]) for leaf in leaves)
+    assert paths == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert {leaf.metadata["tree"]["id"] for leaf in leaves} == {ctx.trajectory.id}
+    assert all(leaf.metadata["tree"]["branch_turns"] == [1, 2] for leaf in leaves)
+    first_turn = _turn_tokens(leaves[0], 1)
+    assert all(_turn_tokens(leaf, 1) == first_turn for leaf in leaves)  # one root: every leaf's first turn
+    assert all(leaf.reward is not None and leaf.stop_reason is not None for leaf in leaves)
+    assert {child_seed(11, 0) + 1, child_seed(11, 1) + 1} <= set(policy.seeds)  # each child's own seed (+ turn)
+
+
+def test_an_episode_that_ends_before_a_branch_point_is_one_leaf(tokenizer) -> None:
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    leaves = asyncio.run(run_tree(loop(), ctx.sample, ctx, TreeShape(branch_turns=(50,), width=3)))
+    assert len(leaves) == 1 and leaves[0].metadata["tree"]["path"] == []
+
+
+def test_a_failing_child_leaves_its_siblings_standing(tokenizer) -> None:
+    doomed = child_seed(11, 1) + 1  # the second child's first turn (a turn's seed: the child's seed + turns so far)
+    policy = SeededPolicy(tokenizer, fail_seeds=frozenset({doomed}))
+    ctx = context(tokenizer, policy)
+    leaves = asyncio.run(run_tree(loop(), ctx.sample, ctx, TreeShape(branch_turns=(1,), width=2)))
+    by_path = {tuple(leaf.metadata["tree"]["path"]): leaf for leaf in leaves}
+    assert by_path[(1,)].stop_reason is StopReason.ERROR and "server went away" in by_path[(1,)].error
+    assert by_path[(0,)].error is None and by_path[(0,)].reward is not None
+
+
+def test_the_leaves_give_tree_grpo_its_tree(tokenizer) -> None:
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    leaves = asyncio.run(run_tree(loop(), ctx.sample, ctx, TreeShape(branch_turns=(1, 2), width=2)))
+    for i, leaf in enumerate(leaves):
+        leaf.reward = float(i == 0)
+    nodes = tree_nodes(leaves)
+    assert len(nodes) == 1 + 2 + 4
+    advantages = tree_grpo_advantages(nodes)
+    best = (ctx.trajectory.id, tuple(leaves[0].metadata["tree"]["path"]))
+    assert advantages[best] == max(advantages.values())
+
+
+def test_loops_that_cannot_fork_and_bad_shapes_are_refused() -> None:
+    with pytest.raises(ForkUnsupportedError, match="the SingleTurnAgentLoop loop cannot be forked"):
+        check_forkable(SingleTurnAgentLoop())
+    with pytest.raises(UserError, match="2 children or more"):
+        TreeShape(branch_turns=(1,), width=1)
+    with pytest.raises(UserError, match="increasing"):
+        TreeShape(branch_turns=(3, 1), width=2)
+
+
+def _turn_tokens(traj: Trajectory, turn: int) -> list[int]:
+    """The tokens of the `turn`-th generated segment (1-based) of `traj`."""
+    generated = [s for step in traj.step_samples() for s in step.segments if s.trainable]
+    return generated[turn - 1].token_ids
