@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import hashlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.config.schema import AgentConfig
-from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
 from agentrl.loops.interaction import Interaction
+from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls
+from agentrl.sandbox.base import FORK_NOTE, Sandbox
 from agentrl.tools.parsers import get_parser
+from agentrl.tools.toolset import ToolSet
 from agentrl.types import Message, Sample, Trajectory
 
 
-class ToolAgentLoop(AgentLoopBase):
+class ToolAgentLoop(SteppedLoop):
     """The generic tool-calling loop.
 
     Each turn: generate; parse tool calls with the configured parser (`agent.tool_parser`); run up to
@@ -36,32 +42,73 @@ class ToolAgentLoop(AgentLoopBase):
         self.parser = get_parser(self.config.tool_parser)
         self.interaction = interaction
 
-    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
-        try:
-            return await self._converse(sample, ctx)
-        finally:  # also when a budget or the tool-error limit ends it (StopLoop)
-            record_conversation_turns(ctx.trajectory)
-
-    async def _converse(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+    async def begin(self, sample: Sample, ctx: AgentContext) -> ToolLoopState:
         ctx.start(sample.prompt)
-        state: dict[str, Any] = {}
-        while True:
-            turn = await ctx.generate()
-            parsed = self.parser.parse(turn.text)
-            if parsed.calls or parsed.errors:
-                results = await execute_calls(ctx, parsed.calls, parsed.errors, self.config.max_parallel_tool_calls)
-                answer_calls(ctx, results)
-                continue
-            reply = await self._user_turn(ctx, sample, state)
-            if reply is None:
-                ctx.finish()
-                return ctx.trajectory
-            ctx.add_messages([Message(role="user", content=reply)])
+        return ToolLoopState(sample)
 
-    async def _user_turn(self, ctx: AgentContext, sample: Sample, state: dict[str, Any]) -> str | None:
+    async def step(self, ctx: AgentContext, state: ToolLoopState) -> bool:
+        turn = await ctx.generate()
+        parsed = self.parser.parse(turn.text)
+        if parsed.calls or parsed.errors:
+            results = await execute_calls(ctx, parsed.calls, parsed.errors, self.config.max_parallel_tool_calls)
+            answer_calls(ctx, results)
+            return False
+        reply = await self._user_turn(ctx, state)
+        if reply is None:
+            ctx.finish()
+            return True
+        ctx.add_messages([Message(role="user", content=reply)])
+        return False
+
+    async def end(self, ctx: AgentContext, state: ToolLoopState) -> None:
+        # also when a budget or the tool-error limit ended it (StopLoop)
+        record_conversation_turns(ctx.trajectory)
+        await state.release(ctx)
+
+    async def fork_state(self, state: ToolLoopState, children: list[AgentContext]) -> list[ToolLoopState]:
+        """Each child gets a fork of the sandbox (`Sandbox.fork`: its files, not its processes), the tools over it
+        (`ToolSet.fork`: their counters and shared state) and a copy of the interaction's state."""
+        parent = children[0]
+        sandboxes = await parent.sandbox.fork(len(children)) if parent.sandbox is not None else [None] * len(children)
+        states = []
+        for ctx, sandbox in zip(children, sandboxes, strict=True):
+            try:
+                tools = parent.tools.fork(ctx.trajectory.id, sandbox) if parent.tools is not None else None
+            except BaseException:
+                await asyncio.gather(*(s.close() for s in sandboxes if s is not None))
+                raise
+            ctx.sandbox, ctx.tools = sandbox, tools
+            if sandbox is not None:
+                ctx.trajectory.metadata["fork"] = FORK_NOTE
+            states.append(ToolLoopState(state.sample, copy.deepcopy(state.interaction), owned=(tools, sandbox)))
+        return states
+
+    async def discard(self, state: ToolLoopState) -> None:
+        await state.release()
+
+    async def _user_turn(self, ctx: AgentContext, state: ToolLoopState) -> str | None:
         if self.interaction is None:
             return None
-        return await self.interaction.respond(ctx.trajectory.messages, sample, state)
+        return await self.interaction.respond(ctx.trajectory.messages, state.sample, state.interaction)
+
+
+@dataclass
+class ToolLoopState:
+    """What the tool loop keeps between turns: its sample, the interaction's state and, in a forked episode, the
+    tools and sandbox the fork made (the root's belong to the run's setup, which releases them)."""
+
+    sample: Sample
+    interaction: dict[str, Any] = field(default_factory=dict)
+    owned: tuple[ToolSet | None, Sandbox | None] | None = None
+
+    async def release(self, ctx: AgentContext | None = None) -> None:
+        if self.owned is None:
+            return
+        (tools, sandbox), self.owned = self.owned, None
+        if tools is not None:
+            await tools.release()
+        if sandbox is not None:
+            await asyncio.shield(sandbox.close())
 
 
 def record_conversation_turns(traj: Trajectory) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.errors import UserError
+from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from agentrl.tools.output import cap_output, to_text
 from agentrl.tools.validation import describe_parameters, validate_arguments
@@ -106,6 +107,27 @@ class ToolSet:
         """An error result for tool-call text that could not be parsed, counted like other errors."""
         self.metrics["tool/parse_errors"] += 1
         return self._finish(ToolResult(call_id=call_id, name="", content=f"Error: {message}", is_error=True))
+
+    def fork(self, trajectory_id: str, sandbox: Any = None) -> ToolSet:
+        """The tools of a forked trajectory: the same tools and settings, this set's counters and metrics so far,
+        a copy of the tools' shared per-trajectory state, and the child's own `sandbox`.
+
+        Raises:
+            ForkUnsupportedError: a tool already in use holds per-trajectory resources (it overrides
+                `Tool.create`), which cannot be copied.
+        """
+        holding = [n for n in self._created if type(self.tools[n]).create is not Tool.create]
+        if holding:
+            raise ForkUnsupportedError(
+                f"tool {holding[0]!r} holds resources of its own per trajectory (Tool.create), which a fork cannot "
+                "copy; keep its state in the sandbox, or run without a tree"
+            )
+        child = copy.copy(self)
+        child.trajectory_id, child.sandbox = trajectory_id, sandbox
+        child.metrics = dict(self.metrics)
+        child._shared = copy.deepcopy(self._shared)
+        child._contexts, child._created, child._create_locks = {}, set(self._created), {}
+        return child
 
     async def release(self) -> None:
         """Release every created tool, logging (not raising) their errors; calling it again does nothing."""

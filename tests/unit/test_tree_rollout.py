@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import re
 
 import pytest
 
@@ -13,10 +15,15 @@ from agentrl.loops.context import AgentContext, Budgets, StopLoop
 from agentrl.loops.gym import GymAgentLoop
 from agentrl.loops.single_turn import SingleTurnAgentLoop
 from agentrl.loops.testing import ScriptedOutput
+from agentrl.loops.tool_calling import ToolAgentLoop
 from agentrl.loops.tree import TreeShape, check_forkable, child_seed, run_tree
 from agentrl.rollout.protocol import SamplingParams
+from agentrl.sandbox.base import FORK_NOTE
+from agentrl.sandbox.local import LocalSandbox
+from agentrl.tools.builtin.shell import BashTool
+from agentrl.tools.toolset import ToolSet
 from agentrl.trainer.tree_advantages import tree_grpo_advantages, tree_nodes
-from agentrl.types import Sample, StopReason, Trajectory
+from agentrl.types import Message, Sample, StopReason, Trajectory
 
 ACTIONS = ["LEFT", "DOWN", "RIGHT", "UP"]
 AGENT = AgentConfig(name="gym", max_turns=12, max_total_tokens=16384)
@@ -145,3 +152,94 @@ def _turn_tokens(traj: Trajectory, turn: int) -> list[int]:
     """The tokens of the `turn`-th generated segment (1-based) of `traj`."""
     generated = [s for step in traj.step_samples() for s in step.segments if s.trainable]
     return generated[turn - 1].token_ids
+
+
+class ShellPolicy:
+    """A bash call appending a word drawn from the turn's seed to log.txt, three times, then a final answer."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+        written = len(re.findall(r"LINES=\d", self.tokenizer.decode(prompt_ids)))
+        word = random.Random(sampling.seed).choice(["alpha", "beta", "gamma", "delta"])
+        command = f"echo {word} >> log.txt; echo LINES=$(wc -l < log.txt)"
+        text = (
+            "done"
+            if written >= 3
+            else f"<tool_call>\n{json.dumps({'name': 'bash', 'arguments': {'command': command}})}\n</tool_call>"
+        )
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        return ScriptedOutput(ids, [-0.5] * len(ids), "stop")
+
+
+def tool_context(tokenizer, sandbox: LocalSandbox) -> AgentContext:
+    ctx = context(tokenizer, ShellPolicy(tokenizer))
+    ctx.sandbox = sandbox
+    ctx.tools = ToolSet([BashTool()], trajectory_id=ctx.trajectory.id, sandbox=sandbox)
+    return ctx
+
+
+def test_a_tool_episode_forks_with_its_sandbox_and_tools(tokenizer) -> None:
+    async def scenario() -> None:
+        sandbox = LocalSandbox()
+        loop = ToolAgentLoop(AgentConfig(name="tool_agent", tool_parser="hermes"))
+        parent = tool_context(tokenizer, sandbox)
+        parent.sample = Sample(prompt=[Message(role="user", content="write three words")])
+        state = await loop.begin(parent.sample, parent)
+        assert not await loop.step(parent, state)
+        children = parent.fork(2)
+        states = await loop.fork_state(state, children)
+        assert children[0].sandbox is not sandbox and children[0].tools is not parent.tools
+        assert children[0].tools.metrics["tool/calls"] == parent.tools.metrics["tool/calls"] == 1
+        assert children[0].trajectory.metadata["fork"] == FORK_NOTE
+        for child in children:
+            assert (await child.sandbox.read_file("log.txt")) == await sandbox.read_file("log.txt")
+        await loop.step(children[0], states[0])
+        assert len((await children[0].sandbox.read_file("log.txt")).split()) == 2
+        assert len((await children[1].sandbox.read_file("log.txt")).split()) == 1  # its sibling's edit unseen
+        assert len((await sandbox.read_file("log.txt")).split()) == 1
+        for child, child_state in zip(children, states, strict=True):
+            await loop.end(child, child_state)
+            assert child.sandbox.closed
+        await loop.discard(state)
+        await parent.tools.release()
+        await sandbox.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_tool_tree_gives_each_leaf_its_own_files(tokenizer) -> None:
+    async def scenario() -> list[tuple[Trajectory, list[str]]]:
+        sandbox = LocalSandbox()
+        ctx = tool_context(tokenizer, sandbox)
+        ctx.sample = Sample(prompt=[Message(role="user", content="write three words")])
+        logs = []
+
+        class Recording(ToolAgentLoop):
+            async def end(self, ctx, state):
+                logs.append((ctx.trajectory.id, (await ctx.sandbox.read_file("log.txt")).decode().split()))
+                await super().end(ctx, state)
+
+        leaves = await run_tree(Recording(AgentConfig(name="tool_agent", tool_parser="hermes")), ctx.sample, ctx,
+                                TreeShape(branch_turns=(1, 2), width=2))  # fmt: skip
+        await sandbox.close()
+        return leaves, dict(logs)
+
+    leaves, logs = asyncio.run(scenario())
+    assert len(leaves) == 4 and all(leaf.stop_reason is StopReason.DONE for leaf in leaves)
+    words = [logs[leaf.id] for leaf in leaves]
+    assert all(len(w) == 3 for w in words) and len({w[0] for w in words}) == 1  # one root, then their own
+    assert len({tuple(w[:2]) for w in words}) <= 2
+
+
+class _Holding(BashTool):
+    async def create(self, ctx) -> None:
+        ctx.shared["process"] = "a resource"
+
+
+def test_tools_holding_resources_are_refused_by_name() -> None:
+    tools = ToolSet([_Holding()], trajectory_id="t")
+    tools._created.add("bash")
+    with pytest.raises(ForkUnsupportedError, match="tool 'bash' holds resources"):
+        tools.fork("child")
