@@ -35,18 +35,19 @@ def test_a_missing_sglang_says_what_to_do(monkeypatch):
 
 
 def test_train_with_vllm_missing_exits_2_before_loading_anything():
+    """Found by the preflight with nothing heavy imported (no torch), so it answers in well under 2 s."""
     env = {**os.environ, "AGENTRL_VLLM_VENV": "/nonexistent/vllm-venv", "HF_HUB_OFFLINE": "1"}
     env.pop("AGENTRL_VLLM_PYTHON", None)
+    code = """
+import sys
+from agentrl.cli import main
+rc = main(["train", "recipe=quickstart", "rollout.backend=vllm", "trainer.steps=2"])
+print("RESULT", rc, sorted(m for m in ("torch", "transformers", "ray", "docker") if m in sys.modules))
+"""
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "train", "recipe=quickstart", "rollout.backend=vllm", "trainer.steps=2"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
-    print(f"exit {result.returncode} after {time.perf_counter() - started:.2f} s")  # measured, not asserted
-    assert result.returncode == 2, result.stderr[-2000:]
+    print(f"exit after {time.perf_counter() - started:.2f} s")  # measured, not asserted
+    assert result.stdout.strip().splitlines()[-1] == "RESULT 2 []", result.stdout + result.stderr[-2000:]
     assert "scripts/install_vllm.sh" in result.stderr
-    assert "Loading weights" not in result.stderr + result.stdout  # no model load began

@@ -48,7 +48,6 @@ from agentrl.rollout.servers.process import (
     free_port,
     shm_dir,
 )
-from agentrl.weights_io import save_state_dict
 
 if TYPE_CHECKING:
     import torch
@@ -292,6 +291,8 @@ def as_weights_folder(weights: Mapping[str, torch.Tensor] | str | os.PathLike[st
     written or linked into `scratch`, with `lm_head.weight` always present (a tied head missing from `weights` is
     added as a copy of `model.embed_tokens.weight`: see the module docstring).
     """
+    from agentrl.weights_io import save_state_dict  # imports torch: only when weights are written
+
     if isinstance(weights, Mapping):
         state = dict(weights)
         if HEAD not in state and EMBED in state:
