@@ -22,6 +22,28 @@ class DataConfig(_Section):
     )
 
 
+class TreeConfig(_Section):
+    branch_turns: list[int] = Field(
+        default_factory=list,
+        description="tree rollouts: fork each episode (its tokens, loop state, environment and sandbox) at these turn "
+        "counts (0: before the first turn); empty: no tree, rollout.n independent episodes",
+    )
+    width: int = Field(
+        2, ge=2, description="children per branch point; a tree has up to width^len(branch_turns) leaves"
+    )
+
+    @model_validator(mode="after")
+    def _increasing(self) -> TreeConfig:
+        turns = self.branch_turns
+        if any(t < 0 for t in turns) or turns != sorted(set(turns)):
+            raise ValueError(f"rollout.tree.branch_turns must be increasing turn counts >= 0, got {turns}")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.branch_turns)
+
+
 class RolloutConfig(_Section):
     backend: Literal["hf", "vllm", "sglang"] = Field("hf", description="rollout server kind")
     urls: list[str] = Field(default_factory=list, description="connect to running servers instead of starting")
@@ -75,6 +97,11 @@ class RolloutConfig(_Section):
         "file",
         description="how vLLM/SGLang servers get weights: a safetensors file they load, or an NCCL broadcast from the "
         "trainer's GPU (GPU only; vLLM is started with --weight-transfer-config)",
+    )
+    tree: TreeConfig = Field(
+        default_factory=TreeConfig,
+        description="tree rollouts: rollout.n trees per prompt, each forked at rollout.tree.branch_turns; all the "
+        "leaves of a prompt are its group",
     )
     weight_update: Literal["finish", "abort", "resume"] = Field(
         "finish",

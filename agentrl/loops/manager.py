@@ -18,11 +18,11 @@ from tqdm.auto import tqdm
 from agentrl.config.schema import AgentConfig, AgentRLConfig, RolloutConfig
 from agentrl.loops.base import AgentLoopBase, get_loop_class
 from agentrl.loops.context import AgentContext, Budgets, StopLoop
+from agentrl.loops.failures import fail_trajectory, stop_reason_for
 from agentrl.loops.jobs import Job, JobRunner, trajectory_seed  # noqa: F401 (trajectory_seed: this module's API)
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
-from agentrl.rollout.errors import RolloutError
+from agentrl.loops.tree import TreeShape, run_tree
 from agentrl.rollout.protocol import SamplingParams
-from agentrl.sandbox.base import SandboxError
 from agentrl.types import Sample, StopReason, Trajectory
 
 ContextHook = Callable[[AgentContext], Any]
@@ -76,31 +76,39 @@ class RolloutManager(JobRunner):
         jobs: asyncio.Queue[Job] = asyncio.Queue()
         for job in self.plan(samples, n, seed):
             jobs.put_nowait(job)
-        done: asyncio.Queue[Trajectory] = asyncio.Queue()
+        done: asyncio.Queue[list[Trajectory]] = asyncio.Queue()
         total = jobs.qsize()
         slots = min(self.rollout.max_concurrency, total)
         workers = [asyncio.create_task(self._worker(jobs, done)) for _ in range(slots)]
-        bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit="traj")
+        unit = "tree" if self.rollout.tree.enabled else "traj"
+        bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit=unit)
         try:
             for _ in range(total):
-                traj = await done.get()
+                finished = await done.get()
                 bar.update(1)
-                yield traj
+                for traj in finished:
+                    yield traj
         finally:
             bar.close()
             for w in workers:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
-    async def _worker(self, jobs: asyncio.Queue[Job], done: asyncio.Queue[Trajectory]) -> None:
+    async def _worker(self, jobs: asyncio.Queue[Job], done: asyncio.Queue[list[Trajectory]]) -> None:
         while not jobs.empty():
-            await done.put(await self.run_job(jobs.get_nowait()))
+            await done.put(await self.run_job_leaves(jobs.get_nowait()))
 
     async def run_job(self, job: Job) -> Trajectory:
         """Run one planned job (with this manager's sampling settings)."""
         return await self.run_one(
             job.sample, group_id=job.group_id, sample_index=job.sample_index, position=job.position, seed=job.seed
         )
+
+    async def run_job_leaves(self, job: Job) -> list[Trajectory]:
+        """Run one planned job: its trajectory, or with `rollout.tree` the leaves of its tree."""
+        if not self.rollout.tree.enabled:
+            return [await self.run_job(job)]
+        return await self._run(job.sample, job.group_id, job.sample_index, job.position, job.seed, tree=True)
 
     async def run_one(
         self, sample: Sample, group_id: str = "", sample_index: int = 0, position: int = 0, seed: int | None = None
@@ -109,33 +117,46 @@ class RolloutManager(JobRunner):
 
         `seed` seeds its sampling (each turn gets `seed + turn`); None samples unseeded.
         """
+        (traj,) = await self._run(sample, group_id, sample_index, position, seed, tree=False)
+        return traj
+
+    async def _run(
+        self, sample: Sample, group_id: str, sample_index: int, position: int, seed: int | None, tree: bool
+    ) -> list[Trajectory]:
+        """One episode (or, with `tree`, one tree of them: its leaves); loop failures are recorded, not raised."""
         name = sample.agent_name or self.agent.name
         traj = Trajectory(group_id=group_id, sample_index=sample_index, agent_name=name)
         traj.metadata.update({"sample_id": sample.id, "sample_position": position, "data_source": sample.data_source})
         started = time.perf_counter()
         ctx: AgentContext | None = None
+        leaves = [traj]
         try:
             async with asyncio.timeout(self.rollout.trajectory_timeout_s):
                 loop = self._loop(name)
                 ctx = self._context(sample, traj, seed)
                 if self.setup_context:
                     await _maybe_await(self.setup_context(ctx))
-                traj = await loop.run(sample, ctx)
+                if tree:
+                    leaves = await run_tree(loop, sample, ctx, TreeShape.of(self.rollout.tree))
+                else:
+                    leaves = [await loop.run(sample, ctx)]
         except StopLoop as stop:
             traj.stop_reason = stop.reason
         except TimeoutError:
-            _fail(traj, StopReason.TIMEOUT, f"trajectory exceeded {self.rollout.trajectory_timeout_s}s")
+            fail_trajectory(traj, StopReason.TIMEOUT, f"trajectory exceeded {self.rollout.trajectory_timeout_s}s")
         except asyncio.CancelledError:
-            _fail(traj, StopReason.ABORTED, "cancelled")
+            fail_trajectory(traj, StopReason.ABORTED, "cancelled")
             raise
         except Exception as exc:  # one bad loop never kills the batch
-            _fail(traj, stop_reason_for(exc), f"{type(exc).__name__}: {exc}")
+            fail_trajectory(traj, stop_reason_for(exc), f"{type(exc).__name__}: {exc}")
         finally:
             await self._teardown(ctx, traj)
-            traj.timings["total_s"] = time.perf_counter() - started
-        if traj.stop_reason is None:
-            traj.stop_reason = StopReason.DONE
-        return traj
+            for leaf in leaves:
+                leaf.timings["total_s"] = time.perf_counter() - started
+        for leaf in leaves:
+            if leaf.stop_reason is None:
+                leaf.stop_reason = StopReason.DONE
+        return leaves
 
     def _loop(self, name: str) -> AgentLoopBase:
         if name not in self._loops:
@@ -174,20 +195,6 @@ class RolloutManager(JobRunner):
             await _maybe_await(self.teardown_context(ctx))
         except Exception as exc:
             traj.metadata["teardown_error"] = f"{type(exc).__name__}: {exc}"
-
-
-def _fail(traj: Trajectory, reason: StopReason, message: str) -> None:
-    traj.stop_reason = reason
-    traj.error = message
-
-
-def stop_reason_for(exc: Exception) -> StopReason:
-    """The stop reason of a trajectory whose loop raised `exc`: `sandbox_error`, `server_error`, else `error`."""
-    if isinstance(exc, SandboxError):
-        return StopReason.SANDBOX_ERROR
-    if isinstance(exc, RolloutError):
-        return StopReason.SERVER_ERROR
-    return StopReason.ERROR
 
 
 async def _maybe_await(value: Any) -> Any:

@@ -15,6 +15,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.data import env_rows_loop, first_row_problem
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
+from agentrl.loops.stepped import SteppedLoop
 from agentrl.rewards.pipeline import reward_problems
 from agentrl.rollout.checks import rollout_problems
 from agentrl.tools.parsers.registry import PARSERS
@@ -40,6 +41,7 @@ def episode_problems(cfg: AgentRLConfig) -> list[str]:
         *reward_problems(cfg.reward),
         *_env_problems(cfg),
         *data_problems(cfg),
+        *tree_problems(cfg),
     ]
 
 
@@ -75,6 +77,30 @@ def agent_problems(cfg: AgentRLConfig) -> list[str]:
             )
     if problem := PARSERS.problem(cfg.agent.tool_parser):
         problems.append(f"agent.tool_parser: {problem}")
+    return problems
+
+
+def tree_problems(cfg: AgentRLConfig) -> list[str]:
+    """With `rollout.tree`: the loop and the environment can be forked, and the rollout runs in this process."""
+    if not cfg.rollout.tree.enabled:
+        return []
+    problems = []
+    try:
+        loop = LOOPS.get(loop_name(cfg))
+    except UserError:
+        return []  # reported by the agent checks
+    if not issubclass(loop, SteppedLoop):
+        problems.append(
+            f"rollout.tree: the {loop.__name__} loop cannot be forked (tree rollouts need a SteppedLoop: the gym and "
+            "tool_agent loops are); run it without rollout.tree.branch_turns"
+        )
+    if cfg.rollout.workers:
+        problems.append("rollout.tree runs in the driver's process for now: set rollout.workers=0")
+    if cfg.env.enabled:
+        from agentrl.envs.gym import fork_problem  # imports gymnasium: only for runs that use an environment
+
+        if problem := fork_problem(cfg.env):
+            problems.append(f"rollout.tree: {problem}")
     return problems
 
 

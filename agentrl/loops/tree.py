@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl.config.schema import TreeConfig
 from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.loops.base import AgentLoopBase
 from agentrl.loops.context import AgentContext, StopLoop
-from agentrl.loops.manager import stop_reason_for
+from agentrl.loops.failures import stop_reason_for
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.types import Sample, StopReason, Trajectory
 
@@ -43,6 +44,11 @@ class TreeShape:
             raise UserError(f"a tree branches into 2 children or more, not {self.width}")
         if not turns or any(t < 0 for t in turns) or list(turns) != sorted(set(turns)):
             raise UserError(f"branch turns must be increasing turn counts >= 0, got {list(turns)}")
+
+    @classmethod
+    def of(cls, tree: TreeConfig) -> TreeShape:
+        """The shape `rollout.tree` gives."""
+        return cls(tuple(tree.branch_turns), tree.width)
 
     @property
     def leaves(self) -> int:

@@ -58,6 +58,8 @@ def trainer_problems(cfg: AgentRLConfig) -> list[str]:
         )
     if len(t.entropy_choices) == 1:
         problems.append("trainer.entropy_choices: one choice has no entropy; list at least two replies")
+    if cfg.rollout.tree.enabled and t.mode != "sync":
+        problems.append(f"rollout.tree trains with trainer.mode=sync for now, not {t.mode}")
     if t.is_mode == "mask" and t.tis_cap is not None and t.is_mask_low >= t.tis_cap:
         problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({t.tis_cap})")
     return problems

@@ -9,10 +9,12 @@ import re
 
 import pytest
 
-from agentrl.config.schema import AgentConfig, EnvConfig
+from agentrl.config import ConfigError
+from agentrl.config.schema import AgentConfig, AgentRLConfig, EnvConfig, RolloutConfig
 from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.loops.context import AgentContext, Budgets, StopLoop
 from agentrl.loops.gym import GymAgentLoop
+from agentrl.loops.manager import RolloutManager
 from agentrl.loops.single_turn import SingleTurnAgentLoop
 from agentrl.loops.testing import ScriptedOutput
 from agentrl.loops.tool_calling import ToolAgentLoop
@@ -243,3 +245,36 @@ def test_tools_holding_resources_are_refused_by_name() -> None:
     tools._created.add("bash")
     with pytest.raises(ForkUnsupportedError, match="tool 'bash' holds resources"):
         tools.fork("child")
+
+
+def test_the_manager_runs_rollout_n_trees_per_prompt_and_yields_their_leaves(tokenizer) -> None:
+    rollout = RolloutConfig(n=2, seed=5, max_tokens=8, tree={"branch_turns": [1, 2], "width": 2})
+    env = EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": True}, max_steps=12)
+    manager = RolloutManager(SeededPolicy(tokenizer), tokenizer, AGENT, rollout, run_config=AgentRLConfig(env=env))
+    samples = [Sample(prompt=[], extra_info={"seed": s}) for s in (0, 1)]
+    leaves = asyncio.run(manager.run(samples))
+    trees: dict[str, list[tuple[int, ...]]] = {}
+    for leaf in leaves:
+        trees.setdefault(leaf.metadata["tree"]["id"], []).append(tuple(leaf.metadata["tree"]["path"]))
+    assert len(trees) == 2 * 2  # rollout.n trees per prompt
+    assert all(len(set(paths)) == len(paths) <= 4 for paths in trees.values())  # an episode may end before a fork
+    assert sum(len(paths) for paths in trees.values()) > 2 * 2  # and most branch
+    for position in (0, 1):
+        mine = [t for t in leaves if t.metadata["sample_position"] == position]
+        assert len({t.group_id for t in mine}) == 1 and len({t.metadata["tree"]["id"] for t in mine}) == 2
+    assert len({t.id for t in leaves}) == len(leaves)
+    assert all(t.reward is not None and "total_s" in t.timings for t in leaves)
+
+
+def test_tree_settings_are_checked_before_a_run() -> None:
+    from agentrl.config import load_config
+    from agentrl.trainer.preflight import run_problems
+
+    assert run_problems(load_config("gym", ["rollout.tree.branch_turns=[1]"])) == []
+    (single,) = run_problems(load_config("quickstart", ["rollout.tree.branch_turns=[1]"]))
+    assert "the SingleTurnAgentLoop loop cannot be forked" in single
+    problems = run_problems(load_config("tool_use", ["rollout.tree.branch_turns=[1]", "rollout.workers=2",
+                                                     "trainer.mode=fully_async"]))  # fmt: skip
+    assert any("rollout.workers=0" in p for p in problems) and any("trainer.mode=sync" in p for p in problems)
+    with pytest.raises(ConfigError, match="increasing turn counts"):
+        load_config("gym", ["rollout.tree.branch_turns=[3,1]"])
