@@ -1,0 +1,66 @@
+"""Tree rollouts in training with the real model and `hf` server: two steps of the gym recipe (GiGPO, whose
+anchor states the forks make certain) and of the tool_use recipe, each episode forked after its first turn."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+
+import pytest
+
+from agentrl.cli import main
+from agentrl.types import Trajectory
+
+pytestmark = pytest.mark.integration
+
+
+def train(url: str, out, recipe: str, *overrides: str) -> list[dict]:
+    args = [
+        "train",
+        f"recipe={recipe}",
+        f"rollout.urls=[{url}]",
+        "rollout.tree.branch_turns=[1]",
+        "rollout.tree.width=2",
+        "rollout.n=2",
+        "rollout.seed=3",
+        "data.batch_size=2",
+        "trainer.steps=2",
+        "trainer.eval_every=0",
+        *overrides,
+        f"output_dir={out}",
+    ]
+    assert main(args) == 0
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def leaves(out, step: int) -> list[Trajectory]:
+    with gzip.open(out / "trajectories" / f"step_{step:04d}.jsonl.gz", "rt") as f:
+        return [Trajectory.from_json(line) for line in f]
+
+
+def check_trees(out) -> None:
+    for step in (1, 2):
+        trees: dict[str, list[Trajectory]] = defaultdict(list)
+        for leaf in leaves(out, step):
+            trees[leaf.metadata["tree"]["id"]].append(leaf)
+        assert len(trees) == 2 * 2  # data.batch_size prompts x rollout.n trees
+        for tree in trees.values():
+            assert len(tree) <= 2 and len({leaf.group_id for leaf in tree}) == 1
+            if len(tree) == 2:  # forked after turn 1: the same first turn, token for token
+                first = [next(s for s in leaf.step_samples()[0].segments if s.trainable) for leaf in tree]
+                assert first[0].token_ids == first[1].token_ids and first[0].logprobs == first[1].logprobs
+
+
+def test_two_gym_steps_with_tree_rollouts(hf_server_url, tmp_path):
+    steps = train(hf_server_url, tmp_path, "gym", "env.max_steps=3", "agent.max_turns=3", "env.history_turns=0",
+                  "env.kwargs.bump_ends_episode=false")  # fmt: skip
+    assert [s["step"] for s in steps] == [1, 2]
+    check_trees(tmp_path)
+    assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)
+
+
+def test_two_tool_use_steps_with_tree_rollouts(hf_server_url, tmp_path):
+    steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2")
+    assert [s["step"] for s in steps] == [1, 2]
+    check_trees(tmp_path)
