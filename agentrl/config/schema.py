@@ -226,6 +226,12 @@ class TrainerConfig(_Section):
         description="gigpo: divide step-level advantages by their anchor group's std (the paper's default), or not "
         "(none: reward units, so moves that differ only by shaping weigh little)",
     )
+    tree_intra_weight: float = Field(
+        1.0, ge=0, description="tree_grpo: weight of the intra-tree term (a node against its siblings from one fork)"
+    )
+    tree_inter_weight: float = Field(
+        1.0, ge=0, description="tree_grpo: weight of the inter-tree term (a node against every leaf of its prompt)"
+    )
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
     ppo_mini_batches: int = Field(
         1, ge=1, description="optimizer steps per batch, each on a 1/N share of its trajectories (PPO mini-batches)"

@@ -18,7 +18,12 @@ from agentrl.config.schema import TrainerConfig
 from agentrl.errors import UserError
 from agentrl.trainer.algorithms import get_advantage, rewards_and_groups
 from agentrl.trainer.turn_algorithms import is_per_turn
-from agentrl.trainer.turn_credit import step_sample_advantages, token_advantages, turn_episodes
+from agentrl.trainer.turn_credit import (
+    leave_turns_untrained,
+    step_sample_advantages,
+    token_advantages,
+    turn_episodes,
+)
 from agentrl.types import Trajectory
 
 
@@ -53,6 +58,8 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
             for t, a in zip(trajectories, result.per_turn, strict=True)
             for pair in step_sample_advantages(t, a.tolist())
         ]
+        for traj, turns in zip(trajectories, result.untrained or [], strict=False):
+            leave_turns_untrained(traj, turns)  # after the token advantages: it changes what counts as a turn
         per_turn = torch.cat(result.per_turn)
         metrics = {**_figures(per_turn), "train/turn_adv_abs_mean": float(per_turn.abs().mean()), **result.metrics}
         return RowAdvantages([row for row, _ in samples], [adv for _, adv in samples], metrics)
@@ -73,6 +80,8 @@ def turn_options(cfg: TrainerConfig, estimator: Any) -> dict[str, Any]:
         UserError: the config sets an option the estimator does not accept.
     """
     options = {
+        "intra_weight": ("tree_intra_weight", cfg.tree_intra_weight),
+        "inter_weight": ("tree_inter_weight", cfg.tree_inter_weight),
         "discount": ("turn_discount", cfg.turn_discount),
         "step_weight": ("gigpo_step_weight", cfg.gigpo_step_weight),
         "anchor_scope": ("gigpo_anchor_scope", cfg.gigpo_anchor_scope),

@@ -58,6 +58,11 @@ def trainer_problems(cfg: AgentRLConfig) -> list[str]:
         )
     if len(t.entropy_choices) == 1:
         problems.append("trainer.entropy_choices: one choice has no entropy; list at least two replies")
+    if t.advantage == "tree_grpo" and not cfg.rollout.tree.enabled:
+        problems.append(
+            "trainer.advantage=tree_grpo credits the nodes of tree rollouts: set rollout.tree.branch_turns "
+            "(e.g. rollout.tree.branch_turns=[1,3])"
+        )
     if cfg.rollout.tree.enabled and t.mode != "sync":
         problems.append(f"rollout.tree trains with trainer.mode=sync for now, not {t.mode}")
     if t.is_mode == "mask" and t.tis_cap is not None and t.is_mask_low >= t.tis_cap:

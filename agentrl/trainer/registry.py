@@ -37,6 +37,7 @@ ADVANTAGES: Registry[Any] = Registry(
         "reinforce++": "agentrl.trainer.algorithms:reinforce_pp_baseline_advantage",
         "turn_grpo": "agentrl.trainer.turn_algorithms:turn_grpo_advantage",
         "gigpo": "agentrl.trainer.turn_algorithms:gigpo_advantage",
+        "tree_grpo": "agentrl.trainer.tree_advantages:tree_grpo_advantage",
     },
     accepts=callable,
     expected="an advantage estimator function (rewards, group_ids, *, eps) -> advantages, or a per-turn one "
@@ -47,7 +48,7 @@ ADVANTAGES: Registry[Any] = Registry(
 [B]`, and per-turn ones (`per_turn = True`) `(episodes, *, discount, step_weight, anchor_scope, step_norm, eps) ->
 TurnAdvantages`; a per-turn estimator may leave out the options it does not use (`advantages.turn_options`)."""
 
-PER_TURN_BUILTINS = frozenset({"turn_grpo", "gigpo"})
+PER_TURN_BUILTINS = frozenset({"turn_grpo", "gigpo", "tree_grpo"})
 OUTCOME_BUILTINS = frozenset({"grpo", "gspo", "dr_grpo", "rloo", "reinforce++"})
 
 

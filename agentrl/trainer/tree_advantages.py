@@ -33,6 +33,8 @@ import torch
 
 from agentrl.errors import UserError
 from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, grpo_advantage
+from agentrl.trainer.turn_algorithms import TurnAdvantages, per_turn
+from agentrl.trainer.turn_credit import TurnEpisode
 from agentrl.types import Trajectory
 
 
@@ -136,14 +138,66 @@ def tree_nodes(leaves: Sequence[Trajectory]) -> list[TreeNode]:
     """The `TreeNode`s of the trees the scored leaves of tree rollouts form (`agentrl.loops.tree`: each leaf's
     `metadata["tree"]` holds its tree's id and its path): a node per path prefix (the root `()`, each branch's
     children), the leaves carrying their rewards. Node ids are `(tree id, path)`."""
+    episodes = [TurnEpisode(t.group_id, t.reward, [], None, t.metadata["tree"]) for t in leaves]  # type: ignore[arg-type]
+    return _nodes(episodes)
+
+
+@per_turn
+def tree_grpo_advantage(
+    episodes: Sequence[TurnEpisode],
+    *,
+    intra_weight: float = 1.0,
+    inter_weight: float = 1.0,
+    step_norm: Literal["std", "none"] = "std",
+    eps: float = DEFAULT_EPS,
+) -> TurnAdvantages:
+    """`trainer.advantage=tree_grpo`: each turn of a tree rollout's leaf gets the Tree-GRPO advantage of the node it
+    belongs to (`tree_grpo_advantages`; `trainer.tree_intra_weight`, `trainer.tree_inter_weight`, and
+    `trainer.gigpo_step_norm` as the normalization). A turn before a branch point belongs to the inner node all the
+    leaves below share: one leaf trains it (the first by path), the others leave it untrained.
+
+    Metric: `train/tree_leaves_per_tree`.
+
+    Raises:
+        UserError: an episode that was not played as part of a tree (`rollout.tree`).
+    """
+    if any(e.tree is None for e in episodes):
+        raise UserError(
+            "trainer.advantage=tree_grpo credits the nodes of tree rollouts, but some trajectories were played alone: "
+            "set rollout.tree.branch_turns (e.g. rollout.tree.branch_turns=[1,3])"
+        )
+    nodes = _nodes(episodes)
+    advantage = tree_grpo_advantages(nodes, intra_weight=intra_weight, inter_weight=inter_weight, norm=step_norm,
+                                     eps=eps)  # fmt: skip
+    owners: dict[Hashable, int] = {}
+    for index in sorted(range(len(episodes)), key=lambda i: tuple(episodes[i].tree["path"])):  # type: ignore[index]
+        for turn in range(episodes[index].num_turns):
+            owners.setdefault(_node_of(episodes[index], turn), index)
+    per_turn, untrained = [], []
+    for index, episode in enumerate(episodes):
+        keys = [_node_of(episode, turn) for turn in range(episode.num_turns)]
+        per_turn.append(torch.tensor([advantage[k] for k in keys], dtype=torch.float32))
+        untrained.append([turn for turn, key in enumerate(keys) if owners[key] != index])
+    trees = {e.tree["id"] for e in episodes}  # type: ignore[index]
+    return TurnAdvantages(per_turn, {"train/tree_leaves_per_tree": len(episodes) / max(len(trees), 1)}, untrained)
+
+
+def _node_of(episode: TurnEpisode, turn: int) -> tuple[str, tuple[int, ...]]:
+    """The node a turn (0-based) belongs to: its path cut at the branch points it came after."""
+    tree = episode.tree or {}
+    depth = sum(1 for branch in tree["branch_turns"] if branch <= turn)
+    return tree["id"], tuple(tree["path"][:depth])
+
+
+def _nodes(episodes: Sequence[TurnEpisode]) -> list[TreeNode]:
     nodes: dict[Hashable, TreeNode] = {}
-    for leaf in leaves:
-        tree = leaf.metadata["tree"]
+    for episode in episodes:
+        tree = episode.tree or {}
         path = tuple(tree["path"])
         for depth in range(len(path)):
             key = (tree["id"], path[:depth])
             parent = (tree["id"], path[: depth - 1]) if depth else None
-            nodes.setdefault(key, TreeNode(key, parent, leaf.group_id))
+            nodes.setdefault(key, TreeNode(key, parent, episode.group_id))
         parent = (tree["id"], path[:-1]) if path else None
-        nodes[(tree["id"], path)] = TreeNode((tree["id"], path), parent, leaf.group_id, leaf.reward)
+        nodes[(tree["id"], path)] = TreeNode((tree["id"], path), parent, episode.group_id, episode.reward)
     return list(nodes.values())

@@ -34,10 +34,13 @@ class TurnAdvantages:
     Attributes:
         per_turn: one float32 tensor [T_i] per episode: the advantage of each of its turns.
         metrics: the estimator's own `train/*` figures (e.g. `train/gigpo_anchor_share`).
+        untrained: per episode, the turns another episode trains instead (a tree's shared prefix, trained once);
+            None: every turn is trained.
     """
 
     per_turn: list[torch.Tensor]
     metrics: dict[str, float] = field(default_factory=dict)
+    untrained: list[list[int]] | None = None
 
 
 AnchorScope = Literal["group", "batch"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -26,12 +27,15 @@ class TurnEpisode:
         reward: R(τ), the trajectory's reward.
         turn_rewards: r_1..r_T, one per generated turn; they sum to `reward` (when T > 0).
         turn_states: the state key each turn started from (None when the loop records none).
+        tree: its place in a tree rollout (`metadata["tree"]`: the tree's id, its path, the branch turns it went
+            through), None for an episode played alone.
     """
 
     group_id: Hashable
     reward: float
     turn_rewards: list[float]
     turn_states: list[str] | None = None
+    tree: dict[str, Any] | None = None
 
     @property
     def num_turns(self) -> int:
@@ -64,7 +68,7 @@ def _episode(traj: Trajectory, estimator: str) -> TurnEpisode:
     rewards = [float(r) for r in traj.turn_rewards]
     if rewards:  # the reward the turns do not account for goes to the last turn
         rewards[-1] += float(traj.reward) - sum(rewards)
-    return TurnEpisode(traj.group_id, float(traj.reward), rewards, traj.turn_states)
+    return TurnEpisode(traj.group_id, float(traj.reward), rewards, traj.turn_states, traj.metadata.get("tree"))
 
 
 def step_sample_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -> list[tuple[Trajectory, torch.Tensor]]:
@@ -84,6 +88,19 @@ def step_sample_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -
         out.append((sample, token_advantages(sample, turn_advantages[at : at + turns])))
         at += turns
     return out
+
+
+def leave_turns_untrained(traj: Trajectory, turns: Sequence[int]) -> None:
+    """Make the generated segments of `turns` (indices over all the step samples, earlier ones first) not
+    trainable: another trajectory trains those tokens (a tree's shared prefix). Call it once the token
+    advantages are computed, since it changes what `Trajectory.turn_index` counts."""
+    wanted, at = set(turns), 0
+    for sample in traj.step_samples():
+        indices, count = sample.turn_index(), sample.num_generated_turns
+        for segment, turn in zip(sample.segments, indices, strict=True):
+            if turn is not None and at + turn in wanted:
+                segment.trainable = False
+        at += count
 
 
 def token_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -> torch.Tensor:

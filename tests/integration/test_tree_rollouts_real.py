@@ -1,5 +1,6 @@
 """Tree rollouts in training with the real model and `hf` server: two steps of the gym recipe (GiGPO, whose
-anchor states the forks make certain) and of the tool_use recipe, each episode forked after its first turn."""
+anchor states the forks make certain) and of the tool_use recipe (tree_grpo), each episode forked after its first
+turn."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def test_two_gym_steps_with_tree_rollouts(hf_server_url, tmp_path):
     assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)
 
 
-def test_two_tool_use_steps_with_tree_rollouts(hf_server_url, tmp_path):
-    steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2")
+def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_path):
+    steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2", "trainer.advantage=tree_grpo")
     assert [s["step"] for s in steps] == [1, 2]
     check_trees(tmp_path)
+    assert all(1.0 <= s["train/tree_leaves_per_tree"] <= 2.0 for s in steps)

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from agentrl.config import ConfigError
-from agentrl.config.schema import AgentConfig, AgentRLConfig, EnvConfig, RolloutConfig
+from agentrl.config.schema import AgentConfig, AgentRLConfig, EnvConfig, RolloutConfig, TrainerConfig
 from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.loops.context import AgentContext, Budgets, StopLoop
 from agentrl.loops.gym import GymAgentLoop
@@ -24,6 +24,7 @@ from agentrl.sandbox.base import FORK_NOTE
 from agentrl.sandbox.local import LocalSandbox
 from agentrl.tools.builtin.shell import BashTool
 from agentrl.tools.toolset import ToolSet
+from agentrl.trainer.advantages import row_advantages
 from agentrl.trainer.tree_advantages import tree_grpo_advantages, tree_nodes
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -271,6 +272,9 @@ def test_tree_settings_are_checked_before_a_run() -> None:
     from agentrl.trainer.preflight import run_problems
 
     assert run_problems(load_config("gym", ["rollout.tree.branch_turns=[1]"])) == []
+    assert run_problems(load_config("gym", ["rollout.tree.branch_turns=[1]", "trainer.advantage=tree_grpo"])) == []
+    (alone,) = run_problems(load_config("gym", ["trainer.advantage=tree_grpo"]))
+    assert "set rollout.tree.branch_turns" in alone
     (single,) = run_problems(load_config("quickstart", ["rollout.tree.branch_turns=[1]"]))
     assert "the SingleTurnAgentLoop loop cannot be forked" in single
     problems = run_problems(load_config("tool_use", ["rollout.tree.branch_turns=[1]", "rollout.workers=2",
@@ -278,3 +282,33 @@ def test_tree_settings_are_checked_before_a_run() -> None:
     assert any("rollout.workers=0" in p for p in problems) and any("trainer.mode=sync" in p for p in problems)
     with pytest.raises(ConfigError, match="increasing turn counts"):
         load_config("gym", ["rollout.tree.branch_turns=[3,1]"])
+
+
+def test_tree_grpo_credits_each_turn_with_its_node_and_trains_a_shared_prefix_once(tokenizer) -> None:
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    env = EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": False}, max_steps=12)
+    gym = GymAgentLoop(AGENT, env=env)
+    leaves = asyncio.run(run_tree(gym, ctx.sample, ctx, TreeShape(branch_turns=(1, 2), width=2)))
+    assert len(leaves) == 4, [leaf.stop_reason for leaf in leaves]  # this seed plays past turn 2 on every branch
+    for leaf, reward in zip(leaves, (1.0, 0.0, 0.0, 0.0), strict=True):
+        leaf.reward = reward
+        leaf.turn_rewards = [0.0] * (leaf.num_turns_in_all_steps() - 1) + [reward]
+    expected = tree_grpo_advantages(tree_nodes(leaves))
+    generated = [sum(s.trainable for s in leaf.segments) for leaf in leaves]
+    rows = row_advantages(TrainerConfig(advantage="tree_grpo"), leaves)
+    tree_id = ctx.trajectory.id
+    for leaf, row_adv in zip(leaves, rows.tokens, strict=True):
+        path = tuple(leaf.metadata["tree"]["path"])
+        turn_values = sorted({round(float(a), 5) for a in row_adv if a != 0})
+        nodes = [(tree_id, ()), (tree_id, path[:1]), (tree_id, path)]
+        assert set(turn_values) <= {round(expected[n], 5) for n in nodes}
+    first_reply = [next(s for s in leaf.segments if s.role == "assistant") for leaf in leaves]
+    assert sum(segment.trainable for segment in first_reply) == 1  # the root's turn: trained by one leaf only
+    assert sum(sum(s.trainable for s in leaf.segments) for leaf in leaves) == sum(generated) - 3 - 2  # root x3, 2 mids
+    assert rows.metrics["train/tree_leaves_per_tree"] == 4.0
+
+
+def test_tree_grpo_refuses_episodes_played_alone(tokenizer) -> None:
+    traj = Trajectory(group_id="g", reward=1.0, turn_rewards=[], turn_states=[])
+    with pytest.raises(UserError, match="set rollout.tree.branch_turns"):
+        row_advantages(TrainerConfig(advantage="tree_grpo"), [traj])
