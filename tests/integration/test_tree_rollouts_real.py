@@ -40,7 +40,7 @@ def leaves(out, step: int) -> list[Trajectory]:
         return [Trajectory.from_json(line) for line in f]
 
 
-def check_trees(out) -> None:
+def check_trees(out, prefix_trained_once: bool) -> None:
     for step in (1, 2):
         trees: dict[str, list[Trajectory]] = defaultdict(list)
         for leaf in leaves(out, step):
@@ -48,21 +48,22 @@ def check_trees(out) -> None:
         assert len(trees) == 2 * 2  # data.batch_size prompts x rollout.n trees
         for tree in trees.values():
             assert len(tree) <= 2 and len({leaf.group_id for leaf in tree}) == 1
-            if len(tree) == 2:  # forked after turn 1: the same first turn, token for token
-                first = [next(s for s in leaf.step_samples()[0].segments if s.trainable) for leaf in tree]
+            if len(tree) == 2:  # forked after turn 1: the same first reply, token for token (trained by one leaf)
+                first = [next(s for s in leaf.step_samples()[0].segments if s.role == "assistant") for leaf in tree]
                 assert first[0].token_ids == first[1].token_ids and first[0].logprobs == first[1].logprobs
+                assert sum(s.trainable for s in first) == (1 if prefix_trained_once else 2)
 
 
 def test_two_gym_steps_with_tree_rollouts(hf_server_url, tmp_path):
     steps = train(hf_server_url, tmp_path, "gym", "env.max_steps=3", "agent.max_turns=3", "env.history_turns=0",
                   "env.kwargs.bump_ends_episode=false")  # fmt: skip
     assert [s["step"] for s in steps] == [1, 2]
-    check_trees(tmp_path)
+    check_trees(tmp_path, prefix_trained_once=False)
     assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)
 
 
 def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_path):
     steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2", "trainer.advantage=tree_grpo")
     assert [s["step"] for s in steps] == [1, 2]
-    check_trees(tmp_path)
+    check_trees(tmp_path, prefix_trained_once=True)  # tree_grpo trains a shared prefix once
     assert all(1.0 <= s["train/tree_leaves_per_tree"] <= 2.0 for s in steps)
