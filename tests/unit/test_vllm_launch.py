@@ -24,9 +24,9 @@ from agentrl.rollout.servers.vllm import (
     build_env,
     check_tensors,
     folder_tensors,
-    save_state_dict,
     vllm_python,
 )
+from agentrl.weights_io import save_state_dict
 
 torch = pytest.importorskip("torch")
 
