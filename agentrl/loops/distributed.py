@@ -90,19 +90,21 @@ class DistributedRolloutManager(JobRunner):
         for job in self.plan(samples, n, seed, versions):
             jobs.put_nowait(job)
         total = jobs.qsize()
-        done: asyncio.Queue[Trajectory] = asyncio.Queue()
+        done: asyncio.Queue[list[Trajectory]] = asyncio.Queue()
         slots = [  # slot k of every worker before slot k + 1: the first jobs spread over the workers
             asyncio.create_task(self._slot(worker, jobs, done))
             for _ in range(min(self.concurrency, total))
             for worker in self.workers
             if worker.alive
         ]
-        bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit="traj")
+        unit = "tree" if self.rollout.tree.enabled else "traj"
+        bar = tqdm(total=total, desc="rollout", disable=not self.show_progress, unit=unit)
         try:
             for _ in range(total):
-                traj = await self._next(done, jobs, slots)
+                finished = await self._next(done, jobs, slots)
                 bar.update(1)
-                yield traj
+                for traj in finished:
+                    yield traj
         finally:
             bar.close()
             for slot in slots:
@@ -129,16 +131,18 @@ class DistributedRolloutManager(JobRunner):
         stats = await asyncio.gather(*(w.actor.stats.remote() for w in self.workers if w.alive), return_exceptions=True)
         return [s for s in stats if isinstance(s, dict)]
 
-    async def _next(self, done: asyncio.Queue[Trajectory], jobs: asyncio.Queue[Job], slots: list[Any]) -> Trajectory:
-        """The next finished trajectory. Slots only end when their worker is gone (or on an error, raised here);
-        with none left, the next queued job becomes a `worker_lost` trajectory."""
+    async def _next(
+        self, done: asyncio.Queue[list[Trajectory]], jobs: asyncio.Queue[Job], slots: list[Any]
+    ) -> list[Trajectory]:
+        """The next finished job's trajectories (a tree's leaves, or one). Slots only end when their worker is gone
+        (or on an error, raised here); with none left, the next queued job becomes a `worker_lost` trajectory."""
         while done.empty():
             running = [slot for slot in slots if not slot.done()]
             for slot in slots:
                 if slot.done() and not slot.cancelled() and slot.exception() is not None:
                     raise slot.exception()  # type: ignore[misc]
             if not running:
-                return lost(jobs.get_nowait(), "no rollout worker is alive")
+                return [lost(jobs.get_nowait(), "no rollout worker is alive")]
             getter = asyncio.ensure_future(done.get())
             await asyncio.wait([getter, *running], return_when=asyncio.FIRST_COMPLETED)
             if getter.done():
@@ -146,14 +150,14 @@ class DistributedRolloutManager(JobRunner):
             getter.cancel()
         return done.get_nowait()
 
-    async def _slot(self, worker: WorkerSlot, jobs: asyncio.Queue[Job], done: asyncio.Queue[Trajectory]) -> None:
+    async def _slot(self, worker: WorkerSlot, jobs: asyncio.Queue[Job], done: asyncio.Queue[list[Trajectory]]) -> None:
         """One slot of a worker: runs the next job, again and again, while the worker lives."""
         import ray
 
         while worker.alive:
             job = await jobs.get()
             try:
-                traj = await worker.actor.run.remote(job)
+                leaves = await worker.actor.run.remote(job)
             except worker_lost_errors(ray) as exc:
                 # the actor died, or its result object was lost with the node or process that owned it: either
                 # way the job's trajectory never arrived, so it runs again (and is counted once, when it does)
@@ -162,14 +166,16 @@ class DistributedRolloutManager(JobRunner):
                     worker.alive = False
                 continue
             worker.jobs += 1
-            await done.put(traj)
+            await done.put(leaves)
 
-    async def _requeue(self, job: Job, jobs: asyncio.Queue[Job], done: asyncio.Queue[Trajectory], why: str) -> None:
+    async def _requeue(
+        self, job: Job, jobs: asyncio.Queue[Job], done: asyncio.Queue[list[Trajectory]], why: str
+    ) -> None:
         if job.attempt < self.max_job_retries:
             self.job_retries += 1
             jobs.put_nowait(dataclasses.replace(job, attempt=job.attempt + 1))
         else:
-            await done.put(lost(job, f"{why} (after {job.attempt} retries, rollout.max_job_retries)"))
+            await done.put([lost(job, f"{why} (after {job.attempt} retries, rollout.max_job_retries)")])
 
     @staticmethod
     async def _revived(worker: WorkerSlot) -> bool:

@@ -81,7 +81,7 @@ def agent_problems(cfg: AgentRLConfig) -> list[str]:
 
 
 def tree_problems(cfg: AgentRLConfig) -> list[str]:
-    """With `rollout.tree`: the loop and the environment can be forked, and the rollout runs in this process."""
+    """With `rollout.tree`: the loop and the environment can be forked."""
     if not cfg.rollout.tree.enabled:
         return []
     problems = []
@@ -94,8 +94,6 @@ def tree_problems(cfg: AgentRLConfig) -> list[str]:
             f"rollout.tree: the {loop.__name__} loop cannot be forked (tree rollouts need a SteppedLoop: the gym and "
             "tool_agent loops are); run it without rollout.tree.branch_turns"
         )
-    if cfg.rollout.workers:
-        problems.append("rollout.tree runs in the driver's process for now: set rollout.workers=0")
     if cfg.env.enabled:
         from agentrl.envs.gym import fork_problem  # imports gymnasium: only for runs that use an environment
 

@@ -69,8 +69,9 @@ class RolloutWorker:
         self._stack = stack
         return self.worker_id
 
-    async def run(self, job: Job) -> Trajectory:
-        """Run one trajectory job; loop failures are recorded on the trajectory, as in `RolloutManager`."""
+    async def run(self, job: Job) -> list[Trajectory]:
+        """Run one job: its trajectory, or with `rollout.tree` its tree's leaves; loop failures are recorded on the
+        trajectories, as in `RolloutManager`."""
         task = asyncio.current_task()
         if task is not None:
             self._running.add(task)
@@ -78,10 +79,11 @@ class RolloutWorker:
         await self.start()
         self.note_versions(job.versions)
         started = time.perf_counter()
-        traj = await self._manager.with_rollout(job.rollout).run_job(job)
+        leaves = await self._manager.with_rollout(job.rollout).run_job_leaves(job)
         self.busy_s += time.perf_counter() - started
-        traj.metadata.update({"worker": self.worker_id, "worker_node": self.node, "attempt": job.attempt})
-        return traj
+        for traj in leaves:
+            traj.metadata.update({"worker": self.worker_id, "worker_node": self.node, "attempt": job.attempt})
+        return leaves
 
     def note_versions(self, versions: dict[str, int]) -> None:
         """Remember the newest version the driver had pushed (a job's `versions`), for `_caught_up`."""

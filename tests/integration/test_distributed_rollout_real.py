@@ -68,6 +68,22 @@ async def test_the_same_seeded_rollout_gives_the_same_tokens_with_and_without_wo
     assert "worker" not in local[0].metadata
 
 
+async def test_tree_rollouts_spread_over_two_workers(local_ray, hf_server_url, default_tokenizer):
+    """Each job is a whole tree, forked on the worker that plays it; the driver gets every leaf back."""
+    overrides = ["rollout.tree.branch_turns=[1]", "rollout.tree.width=2", "env.max_steps=3", "agent.max_turns=3",
+                 "env.kwargs.bump_ends_episode=false"]  # fmt: skip
+    cfg = load_config(overrides=["recipe=gym", "rollout.workers=2", "rollout.num_cpus_per_worker=0.5",
+                                 "rollout.n=2", "rollout.seed=3", *overrides])  # fmt: skip
+    batch = [Sample(id=f"s{i}", prompt=[], extra_info={"seed": i}) for i in range(2)]
+    leaves, _ = await roll(cfg, hf_server_url, default_tokenizer, batch)
+    trees = Counter(t.metadata["tree"]["id"] for t in leaves)
+    assert len(trees) == 2 * 2 and all(1 <= n <= 2 for n in trees.values())  # an episode may end before turn 1
+    assert sum(trees.values()) > len(trees)  # at least one tree forked
+    assert {t.metadata["worker"] for t in leaves} <= {"w0", "w1"} and not [t for t in leaves if t.failed]
+    for tree in trees:  # a tree's leaves all come from the worker that forked it
+        assert len({t.metadata["worker"] for t in leaves if t.metadata["tree"]["id"] == tree}) == 1
+
+
 async def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(local_ray, hf_server_url, default_tokenizer):
     import ray
 

@@ -35,7 +35,7 @@ class FakeWorker:
         self.ran: list[tuple[int, int, int | None]] = []
         self.run, self.start, self.stats = Method(self._run), Method(self._start), Method(self._stats)
 
-    async def _run(self, job) -> Trajectory:
+    async def _run(self, job) -> list[Trajectory]:
         await asyncio.sleep(self.delay)
         if self.dead:
             raise ray_exceptions.RayActorError()
@@ -43,7 +43,7 @@ class FakeWorker:
         traj = Trajectory(group_id=job.group_id, sample_index=job.sample_index, agent_name="x")
         traj.metadata.update({"sample_position": job.position, "worker": self.name, "attempt": job.attempt})
         traj.stop_reason = StopReason.DONE
-        return traj
+        return [traj]
 
     async def _start(self) -> str:
         if self.dead and not self.restarts:
@@ -115,7 +115,7 @@ async def test_a_lost_result_object_is_a_lost_worker_the_job_runs_again_once(err
     class LosesOneResult(FakeWorker):
         """The first job's result object is lost (its owner died); the actor itself lives on."""
 
-        async def _run(self, job) -> Trajectory:
+        async def _run(self, job) -> list[Trajectory]:
             traj = await super()._run(job)
             if len(self.ran) == 1:
                 raise getattr(ray_exceptions, error)("ff" * 14, None, "run")
