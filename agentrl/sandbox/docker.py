@@ -18,13 +18,12 @@ volumes, not tmpfs ones, and `put_archive` cannot reach into tmpfs mounts). No n
 memory / CPU / process limits, the timeouts and the watchdog stay as they are.
 
 Containers are labelled with their owner and removed at exit or by the next run after a crash
-(`agentrl.sandbox.containers`).
+(`agentrl.sandbox.containers`). Container options live in `container_options`, the command wrapper in `docker_exec`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import logging
 import posixpath
@@ -43,9 +42,16 @@ from agentrl.sandbox.base import (
     ExecResult,
     Sandbox,
     SandboxError,
-    cap_bytes,
     tar_of_dir,
     tar_of_file,
+)
+from agentrl.sandbox.container_options import (
+    UID,
+    WORKDIR,
+    discard_failed_start,
+    sandbox_options,
+    task_image_options,
+    workdir_volume,
 )
 from agentrl.sandbox.containers import (
     LABEL,
@@ -58,50 +64,11 @@ from agentrl.sandbox.containers import (
     track,
     untrack,
 )
+from agentrl.sandbox.docker_exec import KILL_GRACE_S, STOP_EXEC, WATCHDOG_GRACE_S, WRAPPER, CappedOutput
 from agentrl.sandbox.images import BASE_IMAGE
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-UID = 1000
-WORKDIR = "/work"
-KILL_GRACE_S = 1.0
-"""Seconds between SIGTERM and SIGKILL to a timed-out command's process group."""
-WATCHDOG_GRACE_S = 5.0
-"""Seconds past the timeout after which every process of the container (but PID 1) is killed."""
-
-# PID 1: reap every child (orphans are re-parented here), forever. As a namespace's init it ignores the signals
-# it has no handler for, SIGKILL included, so `kill -9 -1` inside the container leaves it standing.
-_REAPER = (
-    "import os, time\n"
-    "while True:\n"
-    "    try:\n"
-    "        os.wait()\n"
-    "    except ChildProcessError:\n"
-    "        time.sleep(0.2)\n"
-)
-
-# Runs one command: `timeout` leads a process group of its own and kills it on expiry; whatever is left in that
-# group when the command ends (`cmd &`, a fork bomb) is killed too, so nothing outlives the call unless it leaves
-# the group on purpose (`setsid`). Exit codes: the command's, 124 on timeout, 137 when SIGKILLed.
-# On SIGTERM (an exec cancelled by its caller, `_STOP_EXEC`) it kills that group at once and exits 143.
-_WRAPPER = (
-    "trap 'kill -9 -- -$pid 2>/dev/null; exit 143' TERM; "
-    'timeout -k "$3" "$2" bash -c "$1" & pid=$!; wait $pid; rc=$?; kill -9 -- -$pid 2>/dev/null; exit $rc'
-)
-# SIGTERM to the wrapper whose $0 (its cmdline's 4th word: `bash -c WRAPPER $0 ...`) is the exec's tag, found
-# through /proc so that it needs nothing but bash in the image.
-_STOP_EXEC = (
-    'for d in /proc/[0-9]*; do mapfile -d "" -t a < "$d/cmdline" 2>/dev/null && [ "${a[3]}" = "$1" ] '
-    '&& kill -TERM "${d#/proc/}" 2>/dev/null; done; true'
-)
-
-# PID 1 of a task image, which may lack python3: `wait` reaps every child (orphans included); as the namespace's
-# init the shell outlives `kill -9 -1`, and it exits on the SIGTERM of `docker stop`.
-_SHELL_REAPER = 'trap "exit 0" TERM; while :; do sleep 2 & wait; done'
-TASK_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
-"""What root in a task image may still do to the container's own files (chown, chmod, write other users' files,
-switch user): Docker's default set without network, device, chroot and audit capabilities."""
 
 _executor: ThreadPoolExecutor | None = None
 
@@ -206,13 +173,13 @@ class DockerSandbox(Sandbox):
         volume: str | None = None
         try:
             if not task_image:
-                volume = _workdir_volume(client, name, workdir_size, labels)
-            options = _task_image_options() if task_image else _sandbox_options(name, tmp_size, user, read_only)
+                volume = workdir_volume(client, name, workdir_size, labels)
+            options = task_image_options() if task_image else sandbox_options(name, tmp_size, user, read_only)
             container = client.containers.create(image, name=name, **options, **limits)
             track(container.id, volume)
             container.start()
         except docker.errors.DockerException as exc:
-            _discard(client, name, volume)
+            discard_failed_start(client, name, volume)
             raise SandboxError(f"cannot start a sandbox from image {image!r}: {exc}") from exc
         sandbox = cls(client, container.id, volume, exec_timeout_s=exec_timeout_s, max_output_bytes=max_output_bytes,
                       image=image, writable="/" if task_image or not read_only else WORKDIR)  # fmt: skip
@@ -251,7 +218,7 @@ class DockerSandbox(Sandbox):
         import docker
 
         self._check_open()
-        argv = ["bash", "-c", _WRAPPER, tag, cmd, f"{timeout:g}", f"{KILL_GRACE_S:g}"]
+        argv = ["bash", "-c", WRAPPER, tag, cmd, f"{timeout:g}", f"{KILL_GRACE_S:g}"]
         api = self._client.api
         start = time.monotonic()
         try:
@@ -268,7 +235,7 @@ class DockerSandbox(Sandbox):
         timer = threading.Timer(timeout + KILL_GRACE_S + WATCHDOG_GRACE_S, watchdog)
         timer.daemon = True
         timer.start()
-        out, err = _Capped(self.max_output_bytes), _Capped(self.max_output_bytes)
+        out, err = CappedOutput(self.max_output_bytes), CappedOutput(self.max_output_bytes)
         try:
             for chunk_out, chunk_err in stream:
                 out.add(chunk_out)
@@ -287,7 +254,7 @@ class DockerSandbox(Sandbox):
         """Kill the command of the exec tagged `tag` (and its process group)."""
         try:
             api = self._client.api
-            api.exec_start(api.exec_create(self.id, ["bash", "-c", _STOP_EXEC, "agentrl-stop", tag])["Id"])
+            api.exec_start(api.exec_create(self.id, ["bash", "-c", STOP_EXEC, "agentrl-stop", tag])["Id"])
         except Exception as exc:
             logger.warning("sandbox %s: stopping a cancelled command failed: %s", self.id[:12], exc)
 
@@ -423,64 +390,6 @@ class DockerSandbox(Sandbox):
 
     def __repr__(self) -> str:
         return f"DockerSandbox(id={self.id[:12]!r}, image={self.image!r})"
-
-
-def _discard(client: Any, name: str, volume: str | None) -> None:
-    """Remove what a failed start left behind (a created container, the volume)."""
-    import docker
-
-    leftover = []
-    with contextlib.suppress(docker.errors.DockerException):
-        leftover = client.containers.list(all=True, filters={"name": name}, sparse=True)
-    remove_quietly(client, leftover[0].id if leftover else None, volume)
-    for c in leftover:
-        untrack(c.id)
-
-
-def _workdir_volume(client: Any, name: str, size: str, labels: dict[str, str]) -> str:
-    """Create the size-capped tmpfs volume mounted at `/work`, owned by the sandbox user; returns its name."""
-    client.volumes.create(
-        name=name,
-        driver="local",
-        driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={size},uid={UID},gid={UID}"},
-        labels=labels,
-    )
-    return name
-
-
-def _sandbox_options(volume: str, tmp_size: str, user: str, read_only: bool) -> dict[str, Any]:
-    """The default container (uid 1000, read-only root), `/work` the tmpfs volume, a small `/tmp` tmpfs."""
-    return {
-        "command": ["python3", "-c", _REAPER],
-        "user": user,
-        "working_dir": WORKDIR,
-        "environment": {"HOME": WORKDIR, "LANG": "C.UTF-8"},
-        "read_only": read_only,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_size},mode=1777"},
-        "volumes": {volume: {"bind": WORKDIR, "mode": "rw"}},
-    }
-
-
-def _task_image_options() -> dict[str, Any]:
-    """A task image as its author built it: its own user, workdir and environment, a writable root."""
-    return {"command": ["sh", "-c", _SHELL_REAPER], "cap_add": TASK_CAPABILITIES}
-
-
-class _Capped:
-    """Collects a stream's bytes up to a cap, counting the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap, self.buf, self.dropped = cap, bytearray(), 0
-
-    def add(self, chunk: bytes | None) -> None:
-        if not chunk:
-            return
-        room = self.cap - len(self.buf)
-        self.buf += chunk[: max(room, 0)]
-        self.dropped += max(len(chunk) - max(room, 0), 0)
-
-    def text(self) -> str:
-        return cap_bytes(bytes(self.buf), self.dropped)
 
 
 __all__ = ["LABEL", "DockerSandbox", "cleanup_live", "docker_client", "owner_labels", "remove_all", "remove_orphans"]
