@@ -71,7 +71,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     validate_run(cfg)  # every name checked before torch and the model load
     from agentrl.trainer.loop import train
 
-    train(cfg)
+    train(cfg, checked=True)
     return 0
 
 

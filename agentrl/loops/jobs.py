@@ -36,7 +36,12 @@ class Job:
 
 def trajectory_seed(seed: int, position: int, sample_index: int) -> int:
     """A 31-bit seed for one trajectory, spread far apart so that per-turn increments never collide."""
-    digest = hashlib.blake2b(f"{seed}/{position}/{sample_index}".encode(), digest_size=4).digest()
+    return derived_seed(seed, position, sample_index)
+
+
+def derived_seed(*parts: object) -> int:
+    """A 31-bit seed hashed from `parts`, its low 12 bits clear: room for a trajectory's per-turn increments."""
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") & 0x7FFF_F000
 
 

@@ -12,7 +12,6 @@ A child that fails becomes a failed leaf; it never takes its siblings down.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.loops.base import AgentLoopBase
 from agentrl.loops.context import AgentContext, StopLoop
 from agentrl.loops.failures import stop_reason_for
+from agentrl.loops.jobs import derived_seed
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.types import Sample, StopReason, Trajectory
 
@@ -78,7 +78,9 @@ async def run_tree(loop: AgentLoopBase, sample: Sample, ctx: AgentContext, shape
     try:
         state = await loop.begin(sample, ctx)
     except Exception as exc:
-        return [_failed_leaf(ctx, exc, tree_id, ())]
+        _record_stop(ctx.trajectory, exc)
+        _mark(ctx.trajectory, tree_id, ())
+        return [ctx.trajectory]
     return await _grow(loop, ctx, state, shape, tree_id, ())
 
 
@@ -128,10 +130,8 @@ async def _leaf(
 ) -> list[Trajectory]:
     """End the episode of `ctx` as a leaf (with the stop reason or error `exc` gives, if any)."""
     traj = ctx.trajectory
-    if isinstance(exc, StopLoop):
-        traj.stop_reason = exc.reason
-    elif exc is not None:
-        traj.stop_reason, traj.error = stop_reason_for(exc), f"{type(exc).__name__}: {exc}"
+    if exc is not None:
+        _record_stop(traj, exc)
     try:
         await loop.end(ctx, state)
     except Exception as error:
@@ -144,17 +144,16 @@ async def _leaf(
 
 def child_seed(seed: int, index: int) -> int:
     """The sampling seed of child `index` of a node sampled with `seed` (31 bits, far from its siblings')."""
-    digest = hashlib.blake2b(f"{seed}/fork/{index}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") & 0x7FFF_F000
+    return derived_seed(seed, "fork", index)
 
 
 def _mark(traj: Trajectory, tree_id: str, path: tuple[int, ...], branch_turns: Sequence[int] = ()) -> None:
     traj.metadata["tree"] = {"id": tree_id, "path": list(path), "branch_turns": list(branch_turns)}
 
 
-def _failed_leaf(ctx: AgentContext, exc: Exception, tree_id: str, path: tuple[int, ...]) -> Trajectory:
-    traj = ctx.trajectory
-    traj.stop_reason = exc.reason if isinstance(exc, StopLoop) else stop_reason_for(exc)
-    traj.error = None if isinstance(exc, StopLoop) else f"{type(exc).__name__}: {exc}"
-    _mark(traj, tree_id, path)
-    return traj
+def _record_stop(traj: Trajectory, exc: Exception) -> None:
+    """The stop reason `exc` means (a budget's `StopLoop`, or a failure with its error)."""
+    if isinstance(exc, StopLoop):
+        traj.stop_reason = exc.reason
+    else:
+        traj.stop_reason, traj.error = stop_reason_for(exc), f"{type(exc).__name__}: {exc}"

@@ -44,14 +44,17 @@ from agentrl.types import Trajectory
 ASYNC_TIS_CAP = 2.0
 
 
-def train(cfg: AgentRLConfig) -> Path:
-    """Train the policy of `cfg` for `trainer.steps` steps; returns the run directory."""
-    return asyncio.run(Trainer(prepare_config(cfg)).run())
+def train(cfg: AgentRLConfig, *, checked: bool = False) -> Path:
+    """Train the policy of `cfg` for `trainer.steps` steps; returns the run directory. `checked`: the caller ran
+    `validate_run(cfg)` already (`agentrl train` does, before torch loads)."""
+    return asyncio.run(Trainer(prepare_config(cfg, checked=checked)).run())
 
 
-def prepare_config(cfg: AgentRLConfig) -> AgentRLConfig:
-    """Check the whole run (`validate_run`: names, options, data); fill in the async-mode defaults."""
-    validate_run(cfg)
+def prepare_config(cfg: AgentRLConfig, *, checked: bool = False) -> AgentRLConfig:
+    """Check the whole run (`validate_run`: names, options, data) unless `checked`; fill in the async-mode
+    defaults."""
+    if not checked:
+        validate_run(cfg)
     problems = exactness_problems(cfg)
     if problems:
         raise ConfigError(problems)

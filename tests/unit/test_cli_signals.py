@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     import agentrl.trainer.loop as loop
     from agentrl.rollout.servers.process import ServerProcess
 
-    def train(cfg):
+    def train(cfg, **_):
         with ServerProcess([sys.executable, "-c", "import time; time.sleep(120)"], name="child") as server:
             print(server.pid, flush=True)
             time.sleep(120)
