@@ -85,6 +85,8 @@ class Segment(BaseModel):
         role: the chat role the tokens belong to.
         temperature: the sampling temperature the tokens were drawn at, for generated tokens: their `logprobs` are
             of that tempered distribution, and the trainer computes its own at the same temperature (None: 1.0).
+        policy: the name of the policy (`policies:`) that generated these tokens; None: the run's first policy
+            (the only one of a run without `policies:`).
     """
 
     model_config = ConfigDict(ser_json_inf_nan="constants")  # a -inf logprob survives a JSON round trip
@@ -95,6 +97,7 @@ class Segment(BaseModel):
     policy_version: int | None = None
     role: Role = "assistant"
     temperature: float | None = None
+    policy: str | None = None
 
     @model_validator(mode="after")
     def _check_lengths(self) -> Segment:
@@ -124,6 +127,9 @@ class Trajectory(BaseModel):
     reward: float | None = None
     reward_components: dict[str, float] = Field(default_factory=dict)
     reward_details: dict[str, Any] = Field(default_factory=dict)
+    policy_rewards: dict[str, float] = Field(default_factory=dict)
+    """Each policy's own reward, where the episode's roles are rewarded apart (`policies:`: a zero-sum game, a
+    judge and a solver); a policy not named here is trained on `reward`."""
     stop_reason: StopReason | None = None
     error: str | None = None
     num_turns: int = 0
@@ -178,14 +184,15 @@ class Trajectory(BaseModel):
         A turn is a maximal run of consecutive trainable segments: the reply of one `ctx.generate`, which is
         several segments when it was resumed after weight pushes (one per policy version) or cut and continued
         with no message in between. Any non-trainable segment (prompt, observation, tool result, user turn) ends
-        the turn; the next trainable segment starts the next one.
+        the turn; the next trainable segment starts the next one. A reply of another policy (`Segment.policy`) is
+        another turn.
         """
         out: list[int | None] = []
-        turns, in_turn = 0, False
+        turns, in_turn, policy = 0, False, None
         for seg in self.segments:
-            if seg.trainable and not in_turn:
+            if seg.trainable and (not in_turn or seg.policy != policy):
                 turns += 1
-            in_turn = seg.trainable
+            in_turn, policy = seg.trainable, seg.policy
             out.append(turns - 1 if seg.trainable else None)
         return out
 

@@ -12,6 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from agentrl.config.errors import ConfigError
+from agentrl.config.policies import policy_problems
 from agentrl.config.schema import AgentRLConfig
 
 
@@ -92,11 +93,16 @@ def load_config(recipe: str | None = None, overrides: list[str] | None = None) -
 
 
 def validate(raw: dict[str, Any]) -> AgentRLConfig:
-    """Validate a plain dict into the typed config, reporting all problems at once."""
+    """Validate a plain dict into the typed config, reporting all problems at once (`policies:` included: what
+    each policy sets over the run's settings)."""
     try:
-        return AgentRLConfig.model_validate(raw)
+        cfg = AgentRLConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError([_describe(err) for err in exc.errors()]) from None
+    problems = policy_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
 
 
 def _load_yaml(path: Path) -> Any:

@@ -22,8 +22,9 @@ Every key of a run's configuration (`agentrl train recipe=NAME key=value ...`), 
 
 
 def config_keys(model: type[BaseModel] = AgentRLConfig, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted key, field info) of every key of the schema in declaration order: sections expanded, and a list of
-    items (`tools`) followed by its items' keys (`tools[].class`)."""
+    """(dotted key, field info) of every key of the schema in declaration order: sections expanded, a list of
+    items (`tools`) followed by its items' keys (`tools[].class`), and a mapping of named items (`policies`) by
+    its items' keys (`policies.<name>.model`)."""
     for name, info in model.model_fields.items():
         key = f"{prefix}{info.alias or name}"
         if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
@@ -32,6 +33,8 @@ def config_keys(model: type[BaseModel] = AgentRLConfig, prefix: str = "") -> Ite
         yield key, info
         if (item := _list_item_model(info.annotation)) is not None:
             yield from config_keys(item, key + "[].")
+        if (item := _dict_value_model(info.annotation)) is not None:
+            yield from config_keys(item, key + ".<name>.")
 
 
 def _list_item_model(annotation: Any) -> type[BaseModel] | None:
@@ -41,9 +44,17 @@ def _list_item_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _dict_value_model(annotation: Any) -> type[BaseModel] | None:
+    args = getattr(annotation, "__args__", ())
+    if getattr(annotation, "__origin__", None) is dict and len(args) == 2 and isinstance(args[1], type):
+        return args[1] if issubclass(args[1], BaseModel) else None
+    return None
+
+
 def _section(key: str) -> str:
     top = key.split(".")[0].split("[")[0]
-    nested = top != key or _list_item_model(AgentRLConfig.model_fields[top].annotation) is not None
+    annotation = AgentRLConfig.model_fields[top].annotation
+    nested = top != key or _list_item_model(annotation) is not None or _dict_value_model(annotation) is not None
     return top if nested else "(top level)"
 
 

@@ -379,6 +379,17 @@ class LoggingConfig(_Section):
     mlflow_experiment: str = Field("agentrl", description="MLflow experiment name")
 
 
+class PolicyConfig(_Section):
+    model: str | None = Field(None, description="this policy's model; None: the run's `model`")
+    trainable: bool = Field(True, description="false: the policy serves but never learns (an opponent, a judge)")
+    trainer: dict[str, Any] = Field(
+        default_factory=dict, description="this policy's trainer settings over the run's (lr, loss, advantage, KL...)"
+    )
+    rollout: dict[str, Any] = Field(
+        default_factory=dict, description="this policy's server settings over the run's (backend, urls, replicas...)"
+    )
+
+
 class AgentRLConfig(_Section):
     """The whole configuration of a run: defaults ← recipe ← command-line overrides."""
 
@@ -393,6 +404,10 @@ class AgentRLConfig(_Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    policies: dict[str, PolicyConfig] = Field(
+        default_factory=dict,
+        description="several policies in one episode, by name (the first is the default); empty: one policy",
+    )
     ray: RayConfig = Field(default_factory=RayConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
+from agentrl.loops.policy_clients import client_for
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.loops.resume import generate_resuming
 from agentrl.rollout.protocol import SamplingParams
@@ -138,8 +139,11 @@ class AgentContext:
         """End the trajectory on the model's last reply: stop_reason done, or max_tokens if that reply was cut."""
         self.trajectory.stop_reason = StopReason.MAX_TOKENS if self.last_turn_cut else StopReason.DONE
 
-    async def generate(self, continue_if_cut: bool | None = None, **sampling_overrides: Any) -> Turn:
-        """Generate one assistant turn from the whole trajectory so far and append it.
+    async def generate(
+        self, continue_if_cut: bool | None = None, policy: str | None = None, **sampling_overrides: Any
+    ) -> Turn:
+        """Generate one assistant turn from the whole trajectory so far and append it. `policy`: the policy that
+        generates it, in a run with several (`policies:`; None: the first); its segments record the name.
 
         Raises:
             StopLoop: max_turns before generating; context_overflow when the turn was cut by the trajectory's
@@ -158,11 +162,11 @@ class AgentContext:
             update["seed"] = self.sampling.seed + self.trajectory.num_turns
         sampling = self.sampling.model_copy(update={**update, **sampling_overrides})
         started = time.perf_counter()
-        once = functools.partial(self.llm.generate, session_id=self.trajectory.id)
+        once = functools.partial(client_for(self.llm, policy).generate, session_id=self.trajectory.id)
         traj = self.trajectory
         out = await generate_resuming(once, traj.token_ids, sampling, self.resume_aborted, traj.metrics)
         self._time("generate_s", started)
-        text = self.builder.add_generation_pieces(out.pieces, sampling.temperature)
+        text = self.builder.add_generation_pieces(out.pieces, sampling.temperature, policy)
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")

@@ -11,6 +11,7 @@ rollout`, `agentrl eval` and the gateway run it; training adds the trainer's own
 from __future__ import annotations
 
 from agentrl.config.errors import ConfigError
+from agentrl.config.policies import policy_config
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import env_rows_loop, first_row_problem
 from agentrl.errors import UserError
@@ -37,12 +38,24 @@ def episode_problems(cfg: AgentRLConfig) -> list[str]:
     return [
         *agent_problems(cfg),
         *rollout_problems(cfg.rollout),
+        *_policy_rollout_problems(cfg),
         *tool_problems(cfg.tools),
         *reward_problems(cfg.reward),
         *_env_problems(cfg),
         *data_problems(cfg),
         *tree_problems(cfg),
     ]
+
+
+def _policy_rollout_problems(cfg: AgentRLConfig) -> list[str]:
+    """Each policy's own servers (`policies.X.rollout`), checked as the run's are."""
+    already = set(rollout_problems(cfg.rollout))
+    problems = []
+    for name, policy in cfg.policies.items():
+        if policy.rollout:
+            own = policy_config(cfg, name).rollout
+            problems += [f"policies.{name}: {p}" for p in rollout_problems(own) if p not in already]
+    return problems
 
 
 def _env_problems(cfg: AgentRLConfig) -> list[str]:

@@ -28,13 +28,7 @@ from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
 from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch, empty_count
-from agentrl.trainer.exactness import (
-    check_batch,
-    exactness_breaches,
-    exactness_metrics,
-    exactness_problems,
-    truncation_warning,
-)
+from agentrl.trainer.exactness import exactness_breaches, exactness_problems, truncation_warning
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.preflight import validate_run
 from agentrl.trainer.progress import StepProgress
@@ -92,48 +86,29 @@ class Trainer:
         failure, so that a resumed run continues with the next step)."""
 
     async def run(self) -> Path:
-        from agentrl.models import load_tokenizer, resolve_model
         from agentrl.reports import write_report
         from agentrl.tracking import MetricsLogger
-        from agentrl.trainer.backend import make_backend
+        from agentrl.trainer.policies import Policies
 
-        model_path = resolve_model(self.cfg.model)
-        self.tokenizer = load_tokenizer(model_path)
-        self.backend = make_backend(self.cfg, model_path, self.tokenizer.pad_token_id or 0)
+        self.policies = Policies(self.cfg)
+        self.tokenizer = self.policies.load_tokenizer()
+        self.policies.start_backends(self.tokenizer.pad_token_id or 0)
         try:
             with MetricsLogger(self.out, self.cfg) as self.metrics:
-                await self._serve_and_train(model_path)
+                await self._serve_and_train()
         finally:
-            self.backend.close()
+            self.policies.close()
         report = write_report(self.out)
         print(f"run directory: {self.out}\nreport: {report}")
         return self.out
 
-    async def _serve_and_train(self, model_path: str) -> None:
-        from agentrl.rollout.client import LLMClient, client_api
-        from agentrl.rollout.routes import check_weight_routes
-        from agentrl.rollout.serve import rollout_servers
-        from agentrl.trainer.sync import WeightSync
-
+    async def _serve_and_train(self) -> None:
         state = self._resume()
         async with (
-            rollout_servers(self.cfg, model_path) as servers,
-            LLMClient(
-                [s.url for s in servers],
-                timeout=self.cfg.rollout.request_timeout_s,
-                health_interval=self.cfg.rollout.health_check_interval_s,
-                api=client_api(self.cfg.rollout.backend),
-            ) as llm,
+            self.policies.serving() as llm,
             rollout_session(self.cfg, llm, self.tokenizer, run_id=self.out.name) as manager,
         ):
-            check_weight_routes(servers, self.cfg)
-            self.sync = WeightSync(
-                servers,
-                router=llm.router,
-                in_flight=self.cfg.rollout.weight_update,
-                scratch_dir=self.cfg.rollout.shared_weights_dir,
-                broadcast=self._nccl_broadcast(servers),
-            )
+            self.policies.start_sync()
             self.manager = manager
             self.collector = BatchCollector(
                 manager, self.rewards, self.train_samples, self.cfg.data.batch_size, self.cfg.trainer, self.cfg.seed
@@ -142,22 +117,13 @@ class Trainer:
                 self.collector.cursor.load_state(state.cursor)
                 self.version = state.step
             # servers we connect to by URL may hold other weights: every run starts by pushing its own
-            self.sync.push(self.backend.state_dict(), version=self.version)
+            self.policies.push(self.version)
             if state is None and self.cfg.trainer.eval_every:
                 await self._evaluate(0)
             try:
                 await self._loop(self.version + 1)
             finally:
-                self.sync.close()
-
-    def _nccl_broadcast(self, servers: list[Any]) -> Any:
-        """`rollout.weight_transfer=nccl`: the broadcast to the servers' NCCL group (None: weights go by file)."""
-        if self.cfg.rollout.weight_transfer != "nccl":
-            return None
-        from agentrl.trainer.nccl_sync import NcclPush, nccl_sender
-
-        in_flight = "abort" if self.cfg.rollout.weight_update == "resume" else self.cfg.rollout.weight_update
-        return NcclPush(lambda members: nccl_sender(members, self.cfg), servers, in_flight)
+                self.policies.close_sync()
 
     def _resume(self) -> TrainerState | None:
         if not self.cfg.trainer.resume:
@@ -167,7 +133,7 @@ class Trainer:
             print(f"trainer.resume=true: no checkpoint in {self.out}; starting from step 1")
             return None
         folder, state = found
-        self.backend.load(folder / "engine")
+        self.policies.load(folder / "engine")
         print(f"resumed from {folder} (step {state.step})")
         return state
 
@@ -276,16 +242,14 @@ class Trainer:
         metrics.update(staleness_metrics(trainable, self.version))
         metrics["rollout/stale_trajectories"] = float(len(stale))
         metrics["rollout/empty_trajectories"] = float(empty_count(batch.generated))
-        metrics.update(self.sync.router.failover_metrics())
+        metrics.update(self.policies.failover_metrics())
+        metrics.update(self.policies.reward_metrics(batch.generated, "rollout"))
         started = time.perf_counter()
-        check_batch(trainable, self.cfg.rollout.backend)
-        step_metrics = self.backend.step(trainable) if trainable else {"train/skipped": 1.0}
-        metrics.update(exactness_metrics(trainable, self.version, step_metrics))
-        metrics.update(step_metrics)
+        metrics.update(self.policies.step(trainable, self.version))
         self._check_exactness(metrics, batch.step)
         self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)
         train_s = time.perf_counter() - started
-        metrics["perf/weight_sync_s"] = self.sync.push(self.backend.state_dict(), version=batch.step)
+        metrics["perf/weight_sync_s"] = self.policies.push(batch.step)
         metrics.update({f"perf/{k}": v for k, v in batch.timings.items()})
         metrics["perf/train_s"] = train_s
         tokens = sum(traj.num_tokens for traj in trainable)
@@ -310,6 +274,7 @@ class Trainer:
         await self.rewards.ascore_batch(trajectories, [self.eval_samples[p] for p in positions])
         self._save_trajectories(step, trajectories, prefix="eval_")
         metrics = {**eval_metrics(trajectories), "perf/eval_s": time.perf_counter() - started}
+        metrics.update(self.policies.reward_metrics(trajectories, "eval"))
         self._log(metrics, step)
         print(
             f"step {step}: held-out reward {metrics['eval/reward_mean']:.3f}, "
@@ -322,7 +287,7 @@ class Trainer:
 
     def _checkpoint(self, step: int, cursor: dict[str, int]) -> None:
         state = TrainerState(step=step, cursor=cursor, version=step)
-        save_checkpoint(self.out, state, self.backend.save)
+        save_checkpoint(self.out, state, self.policies.save)
 
     def _save_trajectories(self, step: int, trajectories: list[Trajectory], prefix: str = "") -> Path:
         """Write `trajectories/<prefix>step_NNNN.jsonl.gz`: training batches as `step_*`, the held-out (greedy)

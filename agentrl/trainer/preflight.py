@@ -9,6 +9,7 @@ rewards). Every problem is listed at once, each with its fix. `agentrl train` ru
 from __future__ import annotations
 
 from agentrl.config.errors import ConfigError
+from agentrl.config.policies import policy_config, trainable_policies
 from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
@@ -28,7 +29,28 @@ def validate_run(cfg: AgentRLConfig) -> None:
 
 def run_problems(cfg: AgentRLConfig) -> list[str]:
     """Every problem that `validate_run` reports (empty when the run can start)."""
-    return [*episode_problems(cfg), *trainer_problems(cfg), *turn_credit_problems(cfg)]
+    problems = [*episode_problems(cfg), *trainer_problems(cfg), *turn_credit_problems(cfg)]
+    return problems + several_policies_problems(cfg, already=set(problems))
+
+
+def several_policies_problems(cfg: AgentRLConfig, already: set[str]) -> list[str]:
+    """With `policies:`: each trainable policy's own trainer settings checked as the run's are (a problem the
+    run's settings already have is not repeated), and what several policies do not support yet."""
+    if not cfg.policies:
+        return []
+    problems = []
+    for name in trainable_policies(cfg):
+        own = policy_config(cfg, name)
+        found = [*trainer_problems(own), *turn_credit_problems(own)]
+        problems += [f"policies.{name}: {p}" for p in found if p not in already]
+    t, r = cfg.trainer, cfg.rollout
+    if t.mode != "sync":
+        problems.append(f"policies: several policies train with trainer.mode=sync for now, not {t.mode}")
+    if r.workers:
+        problems.append("policies: several policies roll out in this process for now: set rollout.workers=0")
+    if r.tree.enabled:
+        problems.append("policies: tree rollouts of several policies are not supported yet: unset rollout.tree")
+    return problems
 
 
 def trainer_problems(cfg: AgentRLConfig) -> list[str]:

@@ -24,7 +24,8 @@ def test_every_key_of_the_schema_is_listed_with_its_description():
 
 
 def _schema_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
-    """Every leaf key, walked independently of `config_keys` (sections, and the items of lists of sections)."""
+    """Every leaf key, walked independently of `config_keys` (sections, the items of lists of sections, and the
+    values of mappings of named sections)."""
     keys = []
     for name, info in model.model_fields.items():
         key, annotation = prefix + (info.alias or name), info.annotation
@@ -35,4 +36,7 @@ def _schema_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
         item = (getattr(annotation, "__args__", None) or [None])[0]
         if getattr(annotation, "__origin__", None) is list and isinstance(item, type) and issubclass(item, BaseModel):
             keys += _schema_keys(item, key + "[].")
+        value = (getattr(annotation, "__args__", None) or [None, None])[-1]
+        if getattr(annotation, "__origin__", None) is dict and isinstance(value, type) and issubclass(value, BaseModel):
+            keys += _schema_keys(value, key + ".<name>.")
     return keys

@@ -1,0 +1,62 @@
+"""Several trainable policies in one episode: which rollout client generates for which policy (`policies:`).
+
+A run with `policies:` hands its loops a `PolicyClients` as `ctx.llm`; `ctx.generate(policy="guesser")` asks it for
+that policy's client. Without a policy name the first policy generates, so a loop written for one policy runs
+unchanged (every role is then played by that one policy: self-play with shared weights).
+"""
+
+from __future__ import annotations
+
+from agentrl.errors import UserError
+from agentrl.loops.protocols import Generation, TokenGenerator
+from agentrl.rollout.protocol import SamplingParams
+
+
+class UnknownPolicyError(UserError):
+    """A loop asked for a policy the run does not have."""
+
+
+class PolicyClients:
+    """The rollout client of each policy, by name; itself a `TokenGenerator` of the first (default) policy."""
+
+    def __init__(self, clients: dict[str, TokenGenerator]):
+        if not clients:
+            raise ValueError("PolicyClients needs at least one policy's client")
+        self.clients = dict(clients)
+        self.default = next(iter(self.clients))
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.clients)
+
+    def client(self, policy: str | None) -> TokenGenerator:
+        """The client of `policy` (None: the default policy)."""
+        if policy is None:
+            return self.clients[self.default]
+        if policy not in self.clients:
+            raise UnknownPolicyError(
+                f"the loop generated as policy {policy!r}, which the run does not have; its policies are "
+                f"{', '.join(self.clients)}. Name it under policies: or map the role to one of them."
+            )
+        return self.clients[policy]
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
+    ) -> Generation:
+        return await self.clients[self.default].generate(prompt_ids, sampling, session_id=session_id)
+
+
+def client_for(llm: TokenGenerator, policy: str | None) -> TokenGenerator:
+    """The client that generates as `policy`: `PolicyClients.client` in a run with `policies:`; `llm` itself in a
+    run of one policy, where a loop that names a policy is refused (the run has no policy of that name)."""
+    if isinstance(llm, PolicyClients):
+        return llm.client(policy)
+    if policy is None:
+        return llm
+    raise UnknownPolicyError(
+        f"the loop generated as policy {policy!r}, but the run has one policy; name each policy under policies: "
+        "(see docs/concepts/policies.md) or generate without policy="
+    )
+
+
+__all__ = ["PolicyClients", "UnknownPolicyError", "client_for"]

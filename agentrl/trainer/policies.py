@@ -1,0 +1,203 @@
+"""The run's policies as the training loop drives them: one, or several (`policies:`) trained together.
+
+Each policy has its own config (`agentrl.config.policies.policy_config`), rollout servers and client, and, when it
+learns, its own backend (optimizer, scheduler, reference model) and weight sync to its own servers. A step trains
+every learning policy on its share of the batch (`agentrl.trainer.policy_batches`) and pushes each one's weights;
+a checkpoint holds every policy. With one policy nothing is split and the metrics keep their names (`train/loss`);
+with several, each policy's are `train/<name>/...`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrl.config.policies import policy_config, policy_names
+from agentrl.config.schema import AgentRLConfig
+from agentrl.errors import UserError
+from agentrl.trainer.backend import TrainBackend
+from agentrl.trainer.exactness import check_batch, exactness_metrics
+from agentrl.trainer.policy_batches import policy_batches, policy_reward_metrics
+from agentrl.types import Trajectory
+
+
+@dataclass
+class PolicyRuntime:
+    """One policy of the run: its config, model, backend (None when frozen), servers, client and weight sync."""
+
+    name: str
+    cfg: AgentRLConfig
+    model_path: str
+    trainable: bool
+    backend: TrainBackend | None = None
+    servers: list[Any] = field(default_factory=list)
+    llm: Any = None
+    sync: Any = None
+
+
+class Policies:
+    """Every policy of a run, started, trained, synced and saved together."""
+
+    def __init__(self, cfg: AgentRLConfig):
+        from agentrl.models import resolve_model
+
+        self.cfg = cfg
+        self.several = bool(cfg.policies)
+        self.runtimes: list[PolicyRuntime] = []
+        for name in policy_names(cfg):
+            own = policy_config(cfg, name)
+            trainable = cfg.policies[name].trainable if self.several else True
+            self.runtimes.append(PolicyRuntime(name, own, resolve_model(own.model), trainable))
+
+    @property
+    def default(self) -> PolicyRuntime:
+        return self.runtimes[0]
+
+    @property
+    def learning(self) -> list[PolicyRuntime]:
+        return [r for r in self.runtimes if r.trainable]
+
+    def load_tokenizer(self) -> Any:
+        """The run's tokenizer (the first policy's); several policies must share one, since an episode's tokens
+        are rendered once and every role reads them."""
+        from agentrl.models import load_tokenizer
+
+        tokenizer = load_tokenizer(self.default.model_path)
+        for runtime in self.runtimes[1:]:
+            other = load_tokenizer(runtime.model_path)
+            if other.get_vocab() != tokenizer.get_vocab() or other.chat_template != tokenizer.chat_template:
+                raise UserError(
+                    f"policies {self.default.name} and {runtime.name} have different tokenizers or chat templates "
+                    f"({self.default.model_path} vs {runtime.model_path}); policies of one episode share one "
+                    "tokenizer: pick models of one family"
+                )
+        return tokenizer
+
+    def start_backends(self, pad_token_id: int) -> None:
+        from agentrl.trainer.backend import make_backend
+
+        for runtime in self.learning:
+            runtime.backend = make_backend(runtime.cfg, runtime.model_path, pad_token_id)
+
+    def close(self) -> None:
+        for runtime in self.learning:
+            if runtime.backend is not None:
+                runtime.backend.close()
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[Any]:
+        """Start (or connect to) every policy's servers and yield the loops' generator: the one policy's client,
+        or a `PolicyClients` of all of them."""
+        from agentrl.loops.policy_clients import PolicyClients
+        from agentrl.rollout.client import LLMClient, client_api
+        from agentrl.rollout.serve import rollout_servers
+
+        async with contextlib.AsyncExitStack() as stack:
+            for runtime in self.runtimes:
+                r = runtime.cfg.rollout
+                runtime.servers = await stack.enter_async_context(rollout_servers(runtime.cfg, runtime.model_path))
+                runtime.llm = await stack.enter_async_context(
+                    LLMClient(
+                        [s.url for s in runtime.servers],
+                        timeout=r.request_timeout_s,
+                        health_interval=r.health_check_interval_s,
+                        api=client_api(r.backend),
+                    )
+                )
+            if not self.several:
+                yield self.default.llm
+            else:
+                yield PolicyClients({r.name: r.llm for r in self.runtimes})
+
+    def start_sync(self) -> None:
+        """Check each learning policy's servers take weights, and set up its weight sync."""
+        from agentrl.rollout.routes import check_weight_routes
+        from agentrl.trainer.sync import WeightSync
+
+        for runtime in self.learning:
+            check_weight_routes(runtime.servers, runtime.cfg)
+            r = runtime.cfg.rollout
+            runtime.sync = WeightSync(
+                runtime.servers,
+                router=runtime.llm.router,
+                in_flight=r.weight_update,
+                scratch_dir=r.shared_weights_dir,
+                broadcast=_nccl_broadcast(runtime),
+            )
+
+    def close_sync(self) -> None:
+        for runtime in self.learning:
+            if runtime.sync is not None:
+                runtime.sync.close()
+
+    def push(self, version: int) -> float:
+        """Push every learning policy's weights to its servers as `version`; the seconds it took."""
+        assert all(r.backend is not None and r.sync is not None for r in self.learning)
+        return sum(r.sync.push(r.backend.state_dict(), version=version) for r in self.learning)
+
+    def step(self, trajectories: list[Trajectory], version: int) -> dict[str, Any]:
+        """One update of every learning policy on its share of `trajectories`: the train/* and exactness metrics
+        (each policy's under `train/<name>/` when there are several)."""
+        if not self.several:
+            return _step(self.default, trajectories, version)
+        batches = policy_batches(trajectories, [r.name for r in self.runtimes])
+        metrics: dict[str, Any] = {}
+        for runtime in self.learning:
+            own = _step(runtime, batches[runtime.name], version)
+            metrics.update({_for_policy(k, runtime.name): v for k, v in own.items()})
+        return metrics
+
+    def reward_metrics(self, trajectories: list[Trajectory], section: str) -> dict[str, float]:
+        """Each policy's own reward and success (`<section>/<name>/...`) when there are several; else none."""
+        if not self.several:
+            return {}
+        return policy_reward_metrics(trajectories, [r.name for r in self.runtimes], section)
+
+    def failover_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for runtime in self.runtimes:
+            for key, value in runtime.llm.router.failover_metrics().items():
+                name = key if not self.several else _for_policy(key, runtime.name)
+                out[name] = value
+        return out
+
+    def save(self, folder: Path) -> None:
+        """Every learning policy's engine: in `folder` (one policy), or in `folder/<name>`."""
+        for runtime in self.learning:
+            assert runtime.backend is not None
+            runtime.backend.save(folder / runtime.name if self.several else folder)
+
+    def load(self, folder: Path) -> None:
+        for runtime in self.learning:
+            assert runtime.backend is not None
+            runtime.backend.load(folder / runtime.name if self.several else folder)
+
+
+def _step(runtime: PolicyRuntime, trajectories: list[Trajectory], version: int) -> dict[str, Any]:
+    assert runtime.backend is not None
+    check_batch(trajectories, runtime.cfg.rollout.backend)
+    metrics = runtime.backend.step(trajectories) if trajectories else {"train/skipped": 1.0}
+    return {**exactness_metrics(trajectories, version, metrics), **metrics}
+
+
+def _for_policy(key: str, name: str) -> str:
+    """`train/loss` of policy `name` as `train/<name>/loss` (any `section/...` key likewise)."""
+    section, _, rest = key.partition("/")
+    return f"{section}/{name}/{rest}" if rest else f"{name}/{key}"
+
+
+def _nccl_broadcast(runtime: PolicyRuntime) -> Any:
+    """`rollout.weight_transfer=nccl`: the broadcast to the policy's servers' NCCL group (None: by file)."""
+    r = runtime.cfg.rollout
+    if r.weight_transfer != "nccl":
+        return None
+    from agentrl.trainer.nccl_sync import NcclPush, nccl_sender
+
+    in_flight = "abort" if r.weight_update == "resume" else r.weight_update
+    return NcclPush(lambda members: nccl_sender(members, runtime.cfg), runtime.servers, in_flight)
+
+
+__all__ = ["Policies", "PolicyRuntime"]
