@@ -126,6 +126,11 @@ class AgentConfig(_Section):
     tool_parser: str = Field("hermes", description="tool-call format: hermes, llama3_json, ...")
     system_prompt: str | None = Field(None, description="system message prepended to every prompt")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="extra options of a custom loop")
+    roles: dict[str, str] = Field(
+        default_factory=dict,
+        description="several policies: the policy (a name under policies:) that plays each of the loop's roles; a "
+        "role not named here is played by the first policy",
+    )
 
 
 class ToolSpec(_Section):

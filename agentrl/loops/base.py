@@ -51,6 +51,8 @@ class AgentLoopBase(ABC):
     Options: ClassVar[type[BaseModel] | None] = None
     """The typed model of `agent.kwargs` (a `LoopOptions` subclass), or None to take them unchecked."""
     uses_tools: bool = False
+    roles: ClassVar[tuple[str, ...]] = ()
+    """The roles of the episode that generate (`agent.roles` maps each to a policy); empty: one agent."""
     records_turns: bool = False
     """Whether the loop sets `Trajectory.turn_rewards` and `turn_states` (per-turn estimators need them)."""
     run_config: AgentRLConfig | None = None
@@ -64,6 +66,11 @@ class AgentLoopBase(ABC):
     @abstractmethod
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         """Run one trajectory for `sample` and return `ctx.trajectory`."""
+
+    def policy_for(self, role: str) -> str | None:
+        """The policy that plays `role` (`agent.roles`; None: the run's first policy). Pass it on as
+        `ctx.generate(policy=...)`."""
+        return self.config.roles.get(role)
 
     @classmethod
     def option_problems(cls, kwargs: dict[str, Any]) -> list[str]:
@@ -116,6 +123,7 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "harbor_oracle": "agentrl.loops.harbor:HarborOracleLoop",
         "gui_agent": "agentrl.loops.gui:GUIAgentLoop",
         "gym": "agentrl.loops.gym:GymAgentLoop",
+        "referential_game": "agentrl.loops.referential_game:ReferentialGameLoop",
         "openai_agent": "agentrl.gateway.agent_loop:OpenAIAgentLoop",
     },
     accepts=_is_loop_class,

@@ -84,12 +84,27 @@ def agent_problems(cfg: AgentRLConfig) -> list[str]:
         problems.append(f"{key}: {exc}")
     else:
         problems += loop.option_problems(cfg.agent.kwargs)
+        problems += role_problems(cfg, name, loop.roles)
         if loop.uses_tools and not cfg.tools:
             problems.append(
                 f"agent.name={name} calls tools, but `tools:` is empty; add some, e.g. tools='[{{class: bash}}]'"
             )
     if problem := PARSERS.problem(cfg.agent.tool_parser):
         problems.append(f"agent.tool_parser: {problem}")
+    return problems
+
+
+def role_problems(cfg: AgentRLConfig, loop: str, roles: tuple[str, ...]) -> list[str]:
+    """`agent.roles` names roles the loop has, each played by a policy the run has."""
+    problems = []
+    policies = list(cfg.policies)
+    for role, policy in cfg.agent.roles.items():
+        if role not in roles:
+            has = f"its roles are {', '.join(roles)}" if roles else "it has one agent and no roles"
+            problems.append(f"agent.roles.{role}: the loop {loop} has no role {role!r}; {has}")
+        elif policy not in policies:
+            named = f"the run's policies are {', '.join(policies)}" if policies else "the run has no policies:"
+            problems.append(f"agent.roles.{role}: no policy {policy!r} serves it; {named} (name it under policies:)")
     return problems
 
 
