@@ -71,6 +71,7 @@ def trajectory_view(
         "agent": traj.agent_name,
         "reward": traj.reward,
         "components": traj.reward_components,
+        "policy_rewards": traj.policy_rewards,
         "details": traj.reward_details,
         "stop": str(traj.stop_reason) if traj.stop_reason is not None else None,
         "error": traj.error,
@@ -88,12 +89,27 @@ def trajectory_view(
 
 
 def _step_sample_view(sample: Trajectory, run: RunData, decoder: TokenDecoder | None, page_dir: Path) -> dict:
-    """One step sample's messages and token segments: the trajectory's own (its last sample), or an earlier one
-    (the loop rewrote its context after it, e.g. a gym history window), shown before the last."""
-    return {
-        "messages": [message_view(m, run.path, page_dir) for m in sample.messages],
-        "segments": [_segment_view(s, decoder) for s in sample.segments],
-    }
+    """One step sample's messages (each reply labelled with its policy, when the run has several) and token
+    segments: the trajectory's own (its last sample), or an earlier one (the loop rewrote its context after it, e.g.
+    a gym history window, or another role's conversation), shown before the last."""
+    messages = [message_view(m, run.path, page_dir) for m in sample.messages]
+    _label_policies(messages, sample)
+    return {"messages": messages, "segments": [_segment_view(s, decoder) for s in sample.segments]}
+
+
+def _label_policies(messages: list[dict[str, Any]], sample: Trajectory) -> None:
+    """Label each assistant message with the policy that generated its turn (several policies: `Segment.policy`),
+    the k-th assistant message being the k-th generated turn."""
+    turn_policy: dict[int, str | None] = {}
+    for index, segment in zip(sample.turn_index(), sample.segments, strict=True):
+        if index is not None:
+            turn_policy.setdefault(index, segment.policy)
+    if not any(turn_policy.values()):
+        return
+    replies = [m for m in messages if m["role"] == "assistant"]
+    for k, message in enumerate(replies):
+        if turn_policy.get(k):
+            message["policy"] = turn_policy[k]
 
 
 def drift_of(traj: Trajectory) -> dict[str, Any] | None:

@@ -156,16 +156,22 @@ def _write(path: Path, trajectories: list[Trajectory]) -> None:
         path.write_text(lines, encoding="utf-8")
 
 
-def windowed_trajectory(moves: list[str]) -> Trajectory:
-    """A trajectory whose loop rewrote its context before each reply (a gym history window): one step sample per
-    move, each a 2-token prompt `state before <move>` and the 3-token reply `<move>`; the last move's sample is
-    the trajectory itself, the others are its `earlier_steps`."""
+def windowed_trajectory(moves: list[str], policies: list[str] | None = None) -> Trajectory:
+    """A trajectory whose loop rewrote its context before each reply (a gym history window, or roles each in
+    their own conversation): one step sample per move, each a 2-token prompt `state before <move>` and the 3-token
+    reply `<move>`; the last move's sample is the trajectory itself, the others are its `earlier_steps`. With
+    `policies`, each reply is that policy's (`Segment.policy`) and each policy gets a reward of its own."""
 
-    def sample(move: str) -> Trajectory:
+    def sample(move: str, policy: str | None) -> Trajectory:
         return Trajectory(
             messages=[Message(role="user", content=f"state before {move}"), Message(role="assistant", content=move)],
-            segments=[Segment(token_ids=[1, 2], trainable=False), Segment(token_ids=[3, 4, 5], trainable=True)],
+            segments=[
+                Segment(token_ids=[1, 2], trainable=False),
+                Segment(token_ids=[3, 4, 5], trainable=True, policy=policy),
+            ],
         )
 
-    *earlier, last = [sample(move) for move in moves]
-    return last.model_copy(update={"id": "windowed", "earlier_steps": earlier})
+    names = policies or [None] * len(moves)
+    *earlier, last = [sample(move, policy) for move, policy in zip(moves, names, strict=True)]
+    rewards = {name: float(k) for k, name in enumerate(dict.fromkeys(policies or []))}
+    return last.model_copy(update={"id": "windowed", "earlier_steps": earlier, "policy_rewards": rewards})

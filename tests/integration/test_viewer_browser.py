@@ -193,3 +193,14 @@ def test_windowed_trajectory_shows_each_step_sample_in_order(browser, tmp_path):
     assert "Step sample 1 of 3: conversation (2 messages)" in headings
     assert "Step sample 3 of 3: conversation (2 messages)" in headings
     assert len(texts(browser, "#token-view-2 .tok")) == 5  # the second sample's prompt and reply
+
+
+def test_replies_show_their_policy_and_rewards_each_policys(browser, tmp_path):
+    roles = windowed_trajectory(["apple", "apple"], policies=["describer", "guesser"])
+    (tmp_path / "trajectories.jsonl").write_text(roles.to_json() + "\n")
+    open_page(browser, build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None).as_uri(), "windowed")
+
+    heads = texts(browser, ".msg-assistant .msg-head")
+    assert [h.strip() for h in heads] == ["assistant · policy describer", "assistant · policy guesser"]
+    rows = texts(browser, "#reward-components tr[data-policy]")
+    assert [r.replace(" ", "") for r in rows] == ["policydescriber0", "policyguesser1"]

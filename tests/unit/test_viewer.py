@@ -271,3 +271,19 @@ def test_earlier_step_samples_are_shown_in_order_before_the_last(tmp_path):
     assert view["messages"][-1]["parts"][0]["text"] == "UP"
     assert [seg["ids"] for seg in view["earlier_steps"][0]["segments"]] == [[1, 2], [3, 4, 5]]
     assert view["num_generated"] == 9  # every step sample's reply, not only the last one's
+
+
+def test_each_reply_is_labelled_with_its_policy_and_each_policy_has_its_reward(tmp_path):
+    roles = windowed_trajectory(["apple", "apple"], policies=["describer", "guesser"])
+    (tmp_path / "trajectories.jsonl").write_text(roles.to_json() + "\n")
+
+    (view,) = page_data(build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None))["trajs"]
+    labels = [m.get("policy") for s in [*view["earlier_steps"], view] for m in s["messages"]]
+    assert labels == [None, "describer", None, "guesser"]  # replies only
+    assert view["policy_rewards"] == {"describer": 0.0, "guesser": 1.0}
+
+
+def test_replies_of_a_run_of_one_policy_carry_no_policy_label(tmp_path):
+    (tmp_path / "trajectories.jsonl").write_text(windowed_trajectory(["LEFT"]).to_json() + "\n")
+    (view,) = page_data(build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None))["trajs"]
+    assert all("policy" not in m for m in view["messages"]) and view["policy_rewards"] == {}

@@ -233,11 +233,15 @@
         el("td", {}, detailNode)
       );
     });
+    const policyRows = Object.entries(t.policy_rewards || {}).map(([name, value]) =>
+      el("tr", { data: { policy: name } }, el("td", { text: `policy ${name}` }), el("td", { class: "num", text: fmt(value) }), el("td"))
+    );
     return el(
       "table",
       { class: "kv", id: "reward-components" },
       el("tr", {}, el("th", { text: "component" }), el("th", { text: "score" }), el("th", { text: "details" })),
       rows,
+      policyRows,
       el("tr", { class: "total" }, el("td", {}, el("strong", { text: "reward" })), el("td", { class: "num", text: fmt(t.reward) }), el("td"))
     );
   }
@@ -273,6 +277,7 @@
   function messageNode(m, index) {
     const head = [m.role];
     if (m.name) head.push(`· ${m.name}`);
+    if (m.policy) head.push(`· policy ${m.policy}`);
     if (m.tool_call_id) head.push(`· call ${m.tool_call_id}`);
     return el(
       "div",
