@@ -69,18 +69,20 @@ class TrajectoryBuilder:
         pieces: list[tuple[list[int], list[float] | None, int | None]],
         temperature: float | None = None,
         policy: str | None = None,
+        trainable: bool = True,
     ) -> str:
         """Append one assistant turn generated in pieces (a partial rollout: interrupted by weight pushes and
         continued from its exact prefix), one trainable segment per piece with the version that generated it;
         returns the turn's text (end token stripped). Empty pieces are left out, but a turn always has a segment
         (the last piece's, when all are empty), so that every generation is a turn (`Trajectory.turn_index`).
         `temperature`: the one the turn was sampled at (its logprobs are of that tempered distribution); `policy`:
-        the policy that generated it (`Segment.policy`)."""
+        the policy that generated it (`Segment.policy`); `trainable=False`: a frozen policy's reply, context for
+        every policy that learns (it is then no turn)."""
         token_ids: list[int] = []
         for ids, logprobs, version in [p for p in pieces if p[0]] or pieces[-1:]:
             segment = Segment(
                 token_ids=ids,
-                trainable=True,
+                trainable=trainable,
                 logprobs=logprobs,
                 policy_version=version,
                 temperature=temperature,

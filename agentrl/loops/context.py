@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
-from agentrl.loops.policy_clients import client_for
+from agentrl.loops.policy_clients import client_for, learns
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.loops.resume import generate_resuming
 from agentrl.rollout.protocol import SamplingParams
@@ -166,7 +166,7 @@ class AgentContext:
         traj = self.trajectory
         out = await generate_resuming(once, traj.token_ids, sampling, self.resume_aborted, traj.metrics)
         self._time("generate_s", started)
-        text = self.builder.add_generation_pieces(out.pieces, sampling.temperature, policy)
+        text = self.builder.add_generation_pieces(out.pieces, sampling.temperature, policy, learns(self.llm, policy))
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")

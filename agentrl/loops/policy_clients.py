@@ -19,11 +19,13 @@ class UnknownPolicyError(UserError):
 class PolicyClients:
     """The rollout client of each policy, by name; itself a `TokenGenerator` of the first (default) policy."""
 
-    def __init__(self, clients: dict[str, TokenGenerator]):
+    def __init__(self, clients: dict[str, TokenGenerator], frozen: set[str] | None = None):
         if not clients:
             raise ValueError("PolicyClients needs at least one policy's client")
         self.clients = dict(clients)
         self.default = next(iter(self.clients))
+        self.frozen = set(frozen or ())
+        """Policies that serve but never learn (`trainable: false`): their replies are context, not trained."""
 
     @property
     def names(self) -> list[str]:
@@ -46,6 +48,11 @@ class PolicyClients:
         return await self.clients[self.default].generate(prompt_ids, sampling, session_id=session_id)
 
 
+def learns(llm: TokenGenerator, policy: str | None) -> bool:
+    """Whether replies of `policy` are trained on (False for a frozen policy: an opponent, a judge)."""
+    return not isinstance(llm, PolicyClients) or (policy or llm.default) not in llm.frozen
+
+
 def client_for(llm: TokenGenerator, policy: str | None) -> TokenGenerator:
     """The client that generates as `policy`: `PolicyClients.client` in a run with `policies:`; `llm` itself in a
     run of one policy, where a loop that names a policy is refused (the run has no policy of that name)."""
@@ -59,4 +66,4 @@ def client_for(llm: TokenGenerator, policy: str | None) -> TokenGenerator:
     )
 
 
-__all__ = ["PolicyClients", "UnknownPolicyError", "client_for"]
+__all__ = ["PolicyClients", "UnknownPolicyError", "client_for", "learns"]

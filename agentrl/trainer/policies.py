@@ -110,12 +110,18 @@ class Policies:
             if not self.several:
                 yield self.default.llm
             else:
-                yield PolicyClients({r.name: r.llm for r in self.runtimes})
+                frozen = {r.name for r in self.runtimes if not r.trainable}
+                yield PolicyClients({r.name: r.llm for r in self.runtimes}, frozen)
 
     def start_sync(self) -> None:
-        """Check each learning policy's servers take weights, and set up its weight sync."""
+        """Check each learning policy's servers take weights, and set up its weight sync; a frozen policy's servers
+        that the run connects to by URL get its model's weights once (they may hold other weights)."""
         from agentrl.rollout.routes import check_weight_routes
         from agentrl.trainer.sync import WeightSync
+
+        for runtime in self.runtimes:
+            if not runtime.trainable and runtime.cfg.rollout.urls:
+                _serve_initial_weights(runtime)
 
         for runtime in self.learning:
             check_weight_routes(runtime.servers, runtime.cfg)
@@ -174,6 +180,19 @@ class Policies:
         for runtime in self.learning:
             assert runtime.backend is not None
             runtime.backend.load(folder / runtime.name if self.several else folder)
+
+
+def _serve_initial_weights(runtime: PolicyRuntime) -> None:
+    from agentrl.models import load_model
+    from agentrl.rollout.routes import check_weight_routes
+    from agentrl.trainer.sync import WeightSync
+
+    check_weight_routes(runtime.servers, runtime.cfg)
+    sync = WeightSync(runtime.servers, router=runtime.llm.router, scratch_dir=runtime.cfg.rollout.shared_weights_dir)
+    try:
+        sync.push(load_model(runtime.model_path).state_dict(), version=0)
+    finally:
+        sync.close()
 
 
 def _step(runtime: PolicyRuntime, trajectories: list[Trajectory], version: int) -> dict[str, Any]:

@@ -98,18 +98,22 @@ def _step_sample_view(sample: Trajectory, run: RunData, decoder: TokenDecoder | 
 
 
 def _label_policies(messages: list[dict[str, Any]], sample: Trajectory) -> None:
-    """Label each assistant message with the policy that generated its turn (several policies: `Segment.policy`),
-    the k-th assistant message being the k-th generated turn."""
-    turn_policy: dict[int, str | None] = {}
-    for index, segment in zip(sample.turn_index(), sample.segments, strict=True):
-        if index is not None:
-            turn_policy.setdefault(index, segment.policy)
-    if not any(turn_policy.values()):
+    """Label each assistant message with the policy that generated it (several policies: `Segment.policy`), the
+    k-th assistant message being the k-th reply: a run of generated segments (trained, or a frozen policy's, which
+    carry logprobs) of one policy."""
+    policies: list[str | None] = []
+    in_reply, current = False, None
+    for segment in sample.segments:
+        generated = segment.trainable or segment.logprobs is not None
+        if generated and (not in_reply or segment.policy != current):
+            policies.append(segment.policy)
+        in_reply, current = generated, segment.policy
+    if not any(policies):
         return
     replies = [m for m in messages if m["role"] == "assistant"]
-    for k, message in enumerate(replies):
-        if turn_policy.get(k):
-            message["policy"] = turn_policy[k]
+    for message, policy in zip(replies, policies, strict=False):
+        if policy:
+            message["policy"] = policy
 
 
 def drift_of(traj: Trajectory) -> dict[str, Any] | None:

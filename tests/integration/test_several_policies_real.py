@@ -80,3 +80,23 @@ def test_one_policy_plays_both_roles(hf_server_url, tmp_path):
     played = [t for t in trajectories(tmp_path, 1) if len(t.step_samples()) == 2]
     assert played and all(s.policy is None for t in played for st in t.step_samples() for s in st.segments)
     assert metrics[0]["train/tokens"] == sum(t.num_generated_tokens_in_all_steps() for t in trajectories(tmp_path, 1))
+
+
+def test_a_frozen_policy_serves_but_never_learns(hf_server_url, tmp_path):
+    """The guesser is frozen (an opponent or a judge): the shared server gets its model's weights once and its
+    replies are context; only the describer trains and is saved."""
+    metrics = run(
+        tmp_path,
+        "trainer.steps=2",
+        "trainer.save_every=2",
+        "policies.guesser.trainable=false",
+        f"policies.guesser.rollout.urls=[{hf_server_url}]",
+    )
+    assert not any(k.startswith("train/guesser") for m in metrics for k in m)
+    assert any(m["train/describer/tokens"] > 0 for m in metrics)
+    engine = tmp_path / "checkpoints" / "step_000002" / "engine"
+    assert (engine / "describer").is_dir() and not (engine / "guesser").exists()
+    for traj in trajectories(tmp_path, 1):
+        guesser = [s for st in traj.step_samples() for s in st.segments if s.policy == "guesser"]
+        guesser += [s for s in traj.segments if s.policy == "guesser"]
+        assert guesser and not any(s.trainable for s in guesser) and all(s.policy_version == 0 for s in guesser)

@@ -171,3 +171,22 @@ def test_generate_as_an_unknown_policy_names_the_policies(tokenizer):
     one = make_context(tokenizer, ScriptedPolicy(tokenizer, ["x"]))
     with pytest.raises(UnknownPolicyError, match="the run has one policy"):
         asyncio.run(one.generate(policy="judge"))
+
+
+def test_a_frozen_policys_replies_are_context_for_the_policies_that_learn(tokenizer):
+    clients = PolicyClients(
+        {"a": ScriptedPolicy(tokenizer, ["mine"]), "judge": ScriptedPolicy(tokenizer, ["verdict"])}, frozen={"judge"}
+    )
+    ctx = make_context(tokenizer, clients)
+
+    async def play():
+        await ctx.generate()
+        ctx.add_messages([Message(role="user", content="judge it")])
+        await ctx.generate(policy="judge")
+
+    asyncio.run(play())
+    generated = [s for s in ctx.trajectory.segments if s.logprobs is not None]
+    assert [(s.policy, s.trainable) for s in generated] == [(None, True), ("judge", False)]
+    assert ctx.trajectory.num_generated_turns == 1  # the judge's verdict is no turn of anyone's
+    (view,) = policy_batches([ctx.trajectory.model_copy(update={"reward": 1.0})], ["a", "judge"])["a"]
+    assert trainable_ids(view) == trainable_ids(ctx.trajectory)
