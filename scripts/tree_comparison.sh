@@ -2,12 +2,13 @@
 # Issue 45's learning comparison on the gym recipe: tree rollouts with tree_grpo against flat GRPO and flat GiGPO
 # at equal cost per step (16 prompts; flat: 4 episodes each; tree: 2 trees each, forked once after the first turn
 # into 2 leaves, so 4 leaves per prompt and no more generated tokens than flat). Runs one at a time (2 cores).
-# Usage: scripts/tree_comparison.sh OUT_ROOT SEED... ; each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl.
+# Usage: ARMS="tree gigpo grpo" scripts/tree_comparison.sh OUT_ROOT SEED... ; each run writes
+# OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to all three).
 set -euo pipefail
 out_root=$1; shift
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
 for seed in "$@"; do
-  for arm in gigpo grpo tree; do
+  for arm in ${ARMS:-gigpo grpo tree}; do
     dir="$out_root/$arm-seed$seed"
     [ -f "$dir/report.md" ] && continue
     case $arm in
