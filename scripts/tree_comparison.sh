@@ -14,7 +14,8 @@ for seed in "$@"; do
     case $arm in
       gigpo) args=() ;;
       grpo) args=(trainer.advantage=grpo) ;;
-      tree) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=2) ;;
+      tree) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=2
+                  trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;  # GiGPO's, not tree_grpo's
     esac
     .venv/bin/agentrl train recipe=gym rollout.seed="$seed" seed="$seed" output_dir="$dir" "${args[@]}" \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"

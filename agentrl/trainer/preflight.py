@@ -14,7 +14,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
 from agentrl.loops.preflight import episode_problems, loop_name
-from agentrl.trainer.registry import ADVANTAGES, LOSSES, PER_TURN_BUILTINS, is_per_turn_advantage
+from agentrl.trainer.registry import ADVANTAGES, LOSSES, is_per_turn_advantage
 
 
 def validate_run(cfg: AgentRLConfig) -> None:
@@ -117,10 +117,9 @@ def turn_credit_problems(cfg: AgentRLConfig) -> list[str]:
 
 
 def _turn_option_problems(cfg: AgentRLConfig) -> list[str]:
-    """A user's per-turn estimator must take the turn options the config sets (the built-ins take them all)."""
-    if cfg.trainer.advantage in PER_TURN_BUILTINS:
-        return []
-    from agentrl.trainer.advantages import turn_options  # imports torch: only for a user's estimator
+    """The per-turn estimator takes the turn options the config sets (`tree_grpo` takes no GiGPO option, and a
+    user's estimator may take none of them)."""
+    from agentrl.trainer.advantages import turn_options  # imports torch: only for a per-turn estimator
 
     try:
         turn_options(cfg.trainer, ADVANTAGES.get(cfg.trainer.advantage))

@@ -154,3 +154,12 @@ def test_off_policy_correction_settings_need_the_correction_on():
     assert any("is_mask_low (0.5) must be below trainer.tis_cap (0.4)" in p for p in problems)
     ok = ["trainer.is_level=sequence", "trainer.tis_cap=2.0"]
     assert not [p for p in run_problems(load_config(overrides=ok)) if "trainer." in p]
+
+
+def test_gigpo_options_set_for_tree_grpo_are_refused_at_start() -> None:
+    # the gym recipe tunes GiGPO; tree_grpo takes none of its options and would only fail at the first step
+    cfg = load_config("gym", ["trainer.advantage=tree_grpo", "rollout.tree.branch_turns=[1]"])
+    assert run_problems(cfg) == [
+        "trainer.advantage=tree_grpo does not take gigpo_step_weight, gigpo_anchor_scope: leave them at the default, "
+        "or add the keyword to the estimator"
+    ]
