@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,8 @@ class DistributedRolloutManager(JobRunner):
 
     Args:
         workers: the worker slots (actors already started).
-        router: the driver's router; its per-replica policy versions go along with each job.
+        router: the driver's router (or each policy's, by name, with several policies); the per-replica policy
+            versions go along with each job.
         rollout: sampling settings, `n`, per-worker concurrency.
         max_job_retries: times a job whose worker died is sent again.
         show_progress: draw a progress bar.
@@ -63,14 +64,14 @@ class DistributedRolloutManager(JobRunner):
     def __init__(
         self,
         workers: list[WorkerSlot],
-        router: Router,
+        router: Router | Mapping[str, Router],
         rollout: RolloutConfig,
         concurrency: int,
         max_job_retries: int = 1,
         show_progress: bool = False,
     ) -> None:
         self.workers = workers
-        self.router = router
+        self.routers = list(router.values()) if isinstance(router, Mapping) else [router]
         self.rollout = rollout
         self.concurrency = concurrency
         self.max_job_retries = max_job_retries
@@ -85,7 +86,12 @@ class DistributedRolloutManager(JobRunner):
     ) -> AsyncIterator[Trajectory]:
         """Yield trajectories in completion order; closing the iterator cancels the unfinished ones. Seeds as in
         `RolloutManager.stream`."""
-        versions = {url: v for url in self.router.replicas if (v := self.router.policy_version(url)) is not None}
+        versions = {
+            url: v
+            for router in self.routers
+            for url in router.replicas
+            if (v := router.policy_version(url)) is not None
+        }
         jobs: asyncio.Queue[Job] = asyncio.Queue()
         for job in self.plan(samples, n, seed, versions):
             jobs.put_nowait(job)
@@ -207,13 +213,16 @@ def lost(job: Job, why: str) -> Trajectory:
 @contextlib.asynccontextmanager
 async def distributed_rollout_session(
     cfg: AgentRLConfig,
-    router: Router,
+    router: Router | Mapping[str, Router],
     rollout: RolloutConfig | None = None,
     show_progress: bool = False,
     run_id: str | None = None,
+    frozen: frozenset[str] = frozenset(),
 ) -> AsyncIterator[DistributedRolloutManager]:
     """Start `rollout.workers` worker actors (joining or starting Ray) and yield a manager over them; the actors
-    are closed (their sandboxes removed) and killed afterwards, also on Ctrl-C."""
+    are closed (their sandboxes removed) and killed afterwards, also on Ctrl-C. With several policies, `router`
+    maps each policy to its router (`frozen`: the policies that do not learn), and each worker reaches every
+    policy's servers."""
     import ray
 
     from agentrl.ray_cluster import init_ray
@@ -223,7 +232,8 @@ async def distributed_rollout_session(
     concurrency = r.worker_concurrency or max(1, -(-r.max_concurrency // r.workers))
     remote = ray.remote(RolloutWorker).options(**worker_options(cfg, concurrency))
     run_id = run_id or uuid.uuid4().hex[:8]
-    workers = [WorkerSlot(f"w{i}", remote.remote(cfg, router.replicas, f"w{i}", run_id)) for i in range(r.workers)]
+    urls = {name: x.replicas for name, x in router.items()} if isinstance(router, Mapping) else router.replicas
+    workers = [WorkerSlot(f"w{i}", remote.remote(cfg, urls, f"w{i}", run_id, sorted(frozen))) for i in range(r.workers)]
     started = time.perf_counter()
     try:
         await _all_started(workers)

@@ -20,6 +20,7 @@ from typing import Any
 
 from agentrl.config.schema import AgentRLConfig, RolloutConfig
 from agentrl.loops.local_session import local_rollout_session
+from agentrl.loops.policy_clients import PolicyClients
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
 
 
@@ -36,13 +37,16 @@ async def rollout_session(
     trajectories over `rollout.workers` Ray actors (`agentrl.loops.distributed`) that reach the servers `llm`
     routes to. Both have `run`, `stream` and `with_rollout`."""
     router = getattr(llm, "router", None)
+    if isinstance(llm, PolicyClients):  # several policies: each worker reaches every policy's servers
+        router = {name: client.router for name, client in llm.clients.items()}
     if cfg.rollout.workers == 0 or router is None:
         async with local_rollout_session(cfg, llm, tokenizer, rollout, show_progress, run_id) as manager:
             yield manager
         return
     from agentrl.loops.distributed import distributed_rollout_session
 
-    async with distributed_rollout_session(cfg, router, rollout, show_progress, run_id) as manager:
+    frozen = frozenset(llm.frozen) if isinstance(llm, PolicyClients) else frozenset()
+    async with distributed_rollout_session(cfg, router, rollout, show_progress, run_id, frozen) as manager:
         yield manager
 
 

@@ -13,7 +13,8 @@ import contextlib
 import time
 from typing import Any
 
-from agentrl.config.schema import AgentRLConfig
+from agentrl.config.policies import policy_config
+from agentrl.config.schema import AgentRLConfig, RolloutConfig
 from agentrl.loops.jobs import Job
 from agentrl.types import Trajectory
 
@@ -28,13 +29,23 @@ class RolloutWorker:
 
     Args:
         cfg: the run's config (agent, tools, sandbox, env, rollout).
-        urls: base URLs of the rollout servers.
+        urls: base URLs of the rollout servers; with several policies, each policy's by name.
         worker_id: name recorded on every trajectory it runs (`metadata["worker"]`).
         run_id: labels the worker's sandbox containers (for the orphan sweep).
+        frozen: with several policies, those that do not learn (their replies are not trained on).
     """
 
-    def __init__(self, cfg: AgentRLConfig, urls: list[str], worker_id: str = "local", run_id: str | None = None):
-        self.cfg, self.urls, self.worker_id, self.run_id = cfg, list(urls), worker_id, run_id
+    def __init__(
+        self,
+        cfg: AgentRLConfig,
+        urls: list[str] | dict[str, list[str]],
+        worker_id: str = "local",
+        run_id: str | None = None,
+        frozen: list[str] | None = None,
+    ):
+        self.cfg, self.worker_id, self.run_id = cfg, worker_id, run_id
+        self.urls = {name: list(u) for name, u in urls.items()} if isinstance(urls, dict) else {None: list(urls)}
+        self.frozen = set(frozen or ())
         self.node = _node_id()
         self._stack: contextlib.AsyncExitStack | None = None
         self._manager: Any = None
@@ -42,25 +53,29 @@ class RolloutWorker:
         self.busy_s = 0.0
         """Seconds of trajectory time run so far (summed over concurrent jobs)."""
         self._running: set[asyncio.Task[Any]] = set()
-        self._expected_version = 0
-        """The newest policy version the driver had pushed at any of this worker's jobs (see `_caught_up`)."""
+        self._versions: dict[str, int] = {}
+        """The newest policy version of each replica at any of this worker's jobs (see `_caught_up`)."""
 
     async def start(self) -> str:
         """Build the client, tokenizer, sandbox pool and tools; returns the worker's id (idempotent)."""
         if self._manager is not None:
             return self.worker_id
         from agentrl.loops.local_session import local_rollout_session
+        from agentrl.loops.policy_clients import PolicyClients
         from agentrl.models import load_tokenizer, resolve_model
         from agentrl.rollout.client import LLMClient, client_api
 
         await asyncio.to_thread(sweep_orphans)
         stack = contextlib.AsyncExitStack()
-        r = self.cfg.rollout
-        client = LLMClient(
-            self.urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s, api=client_api(r.backend)
-        )
-        client.router.on_revive = self._caught_up
-        self._client = await stack.enter_async_context(client)
+        clients = {}
+        for policy, urls in self.urls.items():
+            r = self._rollout(policy)
+            client = LLMClient(
+                urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s, api=client_api(r.backend)
+            )
+            client.router.on_revive = self._caught_up
+            clients[policy] = await stack.enter_async_context(client)
+        self._client = clients[None] if None in clients else PolicyClients(clients, self.frozen)
         tokenizer = load_tokenizer(resolve_model(self.cfg.model))
         run_id = f"{self.run_id}-{self.worker_id}" if self.run_id else None
         self._manager = await stack.enter_async_context(
@@ -86,8 +101,20 @@ class RolloutWorker:
         return leaves
 
     def note_versions(self, versions: dict[str, int]) -> None:
-        """Remember the newest version the driver had pushed (a job's `versions`), for `_caught_up`."""
-        self._expected_version = max(self._expected_version, *versions.values(), 0)
+        """Remember the newest version of each replica (a job's `versions`), for `_caught_up`."""
+        for url, version in versions.items():
+            self._versions[url] = max(self._versions.get(url, 0), version)
+
+    def _expected_version(self, url: str) -> int:
+        """The newest version the driver had pushed to the replicas of `url`'s policy."""
+        group = self.urls.get(self._policy_of(url), [url])
+        return max([self._versions.get(u, 0) for u in group], default=0)
+
+    def _policy_of(self, url: str) -> str | None:
+        return next((policy for policy, urls in self.urls.items() if url in urls), None)
+
+    def _rollout(self, policy: str | None) -> RolloutConfig:
+        return self.cfg.rollout if policy is None else policy_config(self.cfg, policy).rollout
 
     async def _caught_up(self, url: str) -> bool:
         """Whether a replica that answers again serves weights at least as new as the driver's at this worker's
@@ -96,7 +123,7 @@ class RolloutWorker:
         deadline = time.monotonic() + CATCH_UP_WAIT_S
         while True:
             version = await asyncio.to_thread(self._served_version, url)
-            if version is not None and version >= self._expected_version:
+            if version is not None and version >= self._expected_version(url):
                 return True
             if time.monotonic() >= deadline:
                 return False  # still behind: the next health check asks again
@@ -107,7 +134,7 @@ class RolloutWorker:
         from agentrl.rollout.handles import connect_server
 
         try:
-            return connect_server(url, self.cfg.rollout.backend).served_version()
+            return connect_server(url, self._rollout(self._policy_of(url)).backend).served_version()
         except Exception:  # not answering yet, or cannot say: not taken back on this check
             return None
 

@@ -35,7 +35,7 @@ def run_problems(cfg: AgentRLConfig) -> list[str]:
 
 def several_policies_problems(cfg: AgentRLConfig, already: set[str]) -> list[str]:
     """With `policies:`: each trainable policy's own trainer settings checked as the run's are (a problem the
-    run's settings already have is not repeated), and what several policies do not support yet."""
+    run's settings already have is not repeated), and what several policies do not support yet (trees)."""
     if not cfg.policies:
         return []
     problems = []
@@ -43,12 +43,7 @@ def several_policies_problems(cfg: AgentRLConfig, already: set[str]) -> list[str
         own = policy_config(cfg, name)
         found = [*trainer_problems(own), *turn_credit_problems(own)]
         problems += [f"policies.{name}: {p}" for p in found if p not in already]
-    t, r = cfg.trainer, cfg.rollout
-    if t.mode != "sync":
-        problems.append(f"policies: several policies train with trainer.mode=sync for now, not {t.mode}")
-    if r.workers:
-        problems.append("policies: several policies roll out in this process for now: set rollout.workers=0")
-    if r.tree.enabled:
+    if cfg.rollout.tree.enabled:
         problems.append("policies: tree rollouts of several policies are not supported yet: unset rollout.tree")
     return problems
 

@@ -143,3 +143,16 @@ def no_leftovers(docker_client):
 
     mine = {"label": [LABEL, f"agentrl.pid={os.getpid()}"]}
     assert not docker_client.containers.list(all=True, filters=mine, sparse=True), "sandbox containers left behind"
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A Ray cluster of this machine (2 CPUs) for a module's tests, with the environment the workers need."""
+    ray = pytest.importorskip("ray")
+
+    from agentrl.ray_cluster import FORWARDED_ENV
+
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    yield
+    ray.shutdown()

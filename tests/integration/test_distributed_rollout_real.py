@@ -18,19 +18,6 @@ from agentrl.types import Sample
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    import os
-
-    from agentrl.ray_cluster import FORWARDED_ENV
-
-    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
-    yield
-    ray.shutdown()
-
-
 def config(workers: int, *more: str):
     overrides = [
         "recipe=quickstart",

@@ -100,3 +100,28 @@ def test_a_frozen_policy_serves_but_never_learns(hf_server_url, tmp_path):
         guesser = [s for st in traj.step_samples() for s in st.segments if s.policy == "guesser"]
         guesser += [s for s in traj.segments if s.policy == "guesser"]
         assert guesser and not any(s.trainable for s in guesser) and all(s.policy_version == 0 for s in guesser)
+
+
+def test_two_models_train_fully_async_over_two_rollout_workers(local_ray, hf_server_url, tmp_path):
+    """The same two-model run with partial rollouts in fully_async mode, its episodes played by two Ray workers
+    that each reach both policies' servers."""
+    metrics = run(
+        tmp_path,
+        "trainer.steps=2",
+        "trainer.mode=fully_async",
+        "trainer.max_staleness=1",
+        "rollout.workers=2",
+        "rollout.num_cpus_per_worker=0.5",
+        f"policies.guesser.rollout.urls=[{hf_server_url}]",
+    )
+    steps = [m for m in metrics if "rollout/trajectories" in m]
+    assert [m["step"] for m in steps] == [1, 2]
+    for policy in ("describer", "guesser"):
+        assert sum(m[f"train/{policy}/tokens"] for m in steps if f"train/{policy}/tokens" in m) > 0
+    played = [t for step in (1, 2) for t in trajectories(tmp_path, step)]
+    assert {t.metadata["worker"] for t in played} == {"w0", "w1"}
+    assert all(
+        {s.policy for st in t.step_samples() for s in st.segments if s.trainable} == {"describer", "guesser"}
+        for t in played
+        if len(t.step_samples()) == 2
+    )

@@ -136,10 +136,10 @@ def test_each_policys_trainer_settings_are_checked_as_the_runs_are():
 
 
 def test_what_several_policies_do_not_support_yet_is_refused_at_start():
-    cfg = load_config("quickstart", ["policies={a: {}, b: {}}", "trainer.mode=async", "rollout.workers=2"])
-    problems = run_problems(cfg)
-    assert any("trainer.mode=sync for now" in p for p in problems)
-    assert any("rollout.workers=0" in p for p in problems)
+    cfg = load_config("quickstart", ["policies={a: {}, b: {}}", "rollout.tree.branch_turns=[1]"])
+    assert any("tree rollouts of several policies are not supported yet" in p for p in run_problems(cfg))
+    modes = load_config("quickstart", ["policies={a: {}, b: {}}", "trainer.mode=fully_async", "rollout.workers=2"])
+    assert not any(p.startswith("policies") for p in run_problems(modes))
 
 
 def make_context(tokenizer, llm):

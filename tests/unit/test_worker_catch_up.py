@@ -43,3 +43,19 @@ async def test_a_replica_still_behind_stays_out_until_the_next_health_check(monk
 def test_the_version_comes_from_the_backend_s_handle_and_an_unreachable_replica_has_none() -> None:
     worker = RolloutWorker(AgentRLConfig(), ["http://127.0.0.1:9"])
     assert worker._served_version("http://127.0.0.1:9") is None  # nothing listens there
+
+
+async def test_with_several_policies_a_replica_waits_for_its_own_policy_s_weights(monkeypatch) -> None:
+    """A frozen judge's replicas stay on version 0 while the learning policy's reach 3: a revived judge replica
+    serving 0 is taken back at once, a revived learner replica only at 3."""
+    monkeypatch.setattr(worker_module, "CATCH_UP_WAIT_S", 5.0)
+    monkeypatch.setattr(worker_module, "CATCH_UP_POLL_S", 0.0)
+    urls = {"solver": ["http://a:1", "http://b:2"], "judge": ["http://c:3"]}
+    worker = RolloutWorker(AgentRLConfig(), urls, frozen=["judge"])
+    worker.note_versions({"http://a:1": 3, "http://b:2": 3, "http://c:3": 0})
+    judge = FakeReplica([0])
+    worker._served_version = judge.served_version
+    assert await worker._caught_up("http://c:3") is True and judge.asked == 1
+    solver = FakeReplica([0, 3])
+    worker._served_version = solver.served_version
+    assert await worker._caught_up("http://b:2") is True and solver.asked == 2
