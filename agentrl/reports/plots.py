@@ -81,8 +81,10 @@ def _line(ax: Axes, run: RunSeries, name: str, label: str) -> None:
 
 
 def reward_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
-    """Total training reward and each reward component, per step."""
-    return _lines(run, ["rollout/reward_mean", *run.matching("reward/")], "mean reward")
+    """Total training reward, each policy's own (several policies: `rollout/<name>/reward_mean`) and each reward
+    component, per step."""
+    policies = [f"rollout/{p}/reward_mean" for p in _policies(run.matching("train/"))]
+    return _lines(run, ["rollout/reward_mean", *policies, *run.matching("reward/")], "mean reward")
 
 
 def eval_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
@@ -132,9 +134,12 @@ def time_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
 
 
 def train_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
-    """The policy update's series (`train/…`: loss, grad norm, KL, ...), one small panel each, at most 12."""
+    """The policy update's series (`train/…`: loss, grad norm, KL, ...), one small panel each, at most 12; with
+    several policies, each policy's (`train/<name>/…`) side by side."""
     present = run.matching("train/")
-    names = [n for n in TRAIN_FIRST if n in present] + [n for n in present if n not in TRAIN_FIRST]
+    policies = _policies(present)
+    first = [f"train/{p}/{n.split('/', 1)[1]}" if p else n for n in TRAIN_FIRST for p in [None, *policies]]
+    names = [n for n in first if n in present] + [n for n in present if n not in first]
     names = names[:MAX_TRAIN_PANELS]
     if not names:
         return None
@@ -149,6 +154,11 @@ def train_plot(run: RunSeries) -> tuple[Figure, list[str]] | None:
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     return figure, names
+
+
+def _policies(names: list[str]) -> list[str]:
+    """The policies of a run with several: those with a `train/<name>/loss` series."""
+    return sorted({n.split("/")[1] for n in names if n.count("/") == 2 and n.endswith("/loss")})
 
 
 def _is_seconds(name: str) -> bool:

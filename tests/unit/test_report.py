@@ -91,6 +91,31 @@ def test_report_of_synthetic_metrics_has_every_plot_with_its_series(tmp_path):
     assert "4 training step(s)" in text
 
 
+def test_each_policy_of_a_run_with_several_has_its_curves(tmp_path):
+    rows = [{"step": 0, "eval/describer/success_rate": 0.1, "eval/guesser/success_rate": 0.0}]
+    for s in (1, 2):
+        row = {"step": s, "rollout/reward_mean": 0.5}
+        for policy in ("describer", "guesser"):
+            row |= {f"rollout/{policy}/reward_mean": 0.1 * s, f"train/{policy}/loss": 1.0 / s}
+            row |= {f"train/{policy}/grad_norm": 0.5, f"train/{policy}/advantage_std": 1.0}
+        rows.append(row)
+    write_metrics(tmp_path, rows)
+    write_report(tmp_path)
+    plots = tmp_path / "report"
+    assert png_series(plots / "train.png")[:4] == [
+        "train/describer/loss",
+        "train/guesser/loss",
+        "train/describer/grad_norm",
+        "train/guesser/grad_norm",
+    ]
+    assert png_series(plots / "reward.png") == [
+        "rollout/reward_mean",
+        "rollout/describer/reward_mean",
+        "rollout/guesser/reward_mean",
+    ]
+    assert png_series(plots / "eval.png") == ["eval/describer/success_rate", "eval/guesser/success_rate"]
+
+
 def test_missing_series_are_skipped(tmp_path):
     write_metrics(tmp_path, [{"step": 1, "train/loss": 0.5}, {"step": 2, "train/loss": float("nan")}])
     report = write_report(tmp_path)
