@@ -53,13 +53,14 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
     if is_per_turn(estimator):
         episodes = turn_episodes(trajectories, cfg.advantage)
         result = estimator(episodes, **turn_options(cfg, estimator))
+        untrained = result.untrained or [[] for _ in trajectories]
+        for traj, turns in zip(trajectories, untrained, strict=True):
+            leave_turns_untrained(traj, turns)  # a shared prefix another leaf trains: no longer this row's turns
         samples = [
             pair
-            for t, a in zip(trajectories, result.per_turn, strict=True)
-            for pair in step_sample_advantages(t, a.tolist())
+            for t, a, gone in zip(trajectories, result.per_turn, untrained, strict=True)
+            for pair in step_sample_advantages(t, [x for i, x in enumerate(a.tolist()) if i not in set(gone)])
         ]
-        for traj, turns in zip(trajectories, result.untrained or [], strict=False):
-            leave_turns_untrained(traj, turns)  # after the token advantages: it changes what counts as a turn
         per_turn = torch.cat(result.per_turn)
         metrics = {**_figures(per_turn), "train/turn_adv_abs_mean": float(per_turn.abs().mean()), **result.metrics}
         return RowAdvantages([row for row, _ in samples], [adv for _, adv in samples], metrics)

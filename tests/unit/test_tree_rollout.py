@@ -25,6 +25,7 @@ from agentrl.sandbox.local import LocalSandbox
 from agentrl.tools.builtin.shell import BashTool
 from agentrl.tools.toolset import ToolSet
 from agentrl.trainer.advantages import row_advantages
+from agentrl.trainer.batch import response_length
 from agentrl.trainer.tree_advantages import tree_grpo_advantages, tree_nodes
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -305,6 +306,13 @@ def test_tree_grpo_credits_each_turn_with_its_node_and_trains_a_shared_prefix_on
     assert sum(segment.trainable for segment in first_reply) == 1  # the root's turn: trained by one leaf only
     assert sum(sum(s.trainable for s in leaf.segments) for leaf in leaves) == sum(generated) - 3 - 2  # root x3, 2 mids
     assert rows.metrics["train/tree_leaves_per_tree"] == 4.0
+    for row, row_adv in zip(rows.rows, rows.tokens, strict=True):  # each advantage on its own turn's tokens
+        first = next(i for i, s in enumerate(row.segments) if s.trainable)
+        trained = [s.trainable for s in row.segments[first:] for _ in s.token_ids]
+        assert row_adv.numel() == response_length(row) == len(trained)
+        assert all(a == 0 for a, t in zip(row_adv.tolist(), trained, strict=True) if not t)
+        path = tuple(row.metadata["tree"]["path"])
+        assert round(float(row_adv[-2]), 5) == round(expected[(tree_id, path)], 5)  # the leaf's last reply
 
 
 def test_tree_grpo_refuses_episodes_played_alone(tokenizer) -> None:
