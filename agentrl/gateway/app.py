@@ -53,9 +53,9 @@ def build_app(
         return web.json_response(completion_body(reply, model_name))
 
     async def models(_: web.Request) -> web.Response:
-        return web.json_response(
-            {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "agentrl"}]}
-        )
+        names = [model_name, *getattr(llm(), "names", [])]  # with several policies, each one's name too
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "agentrl"} for name in dict.fromkeys(names)]
+        return web.json_response({"object": "list", "data": data})
 
     async def close_session(request: web.Request) -> web.Response:
         assert close is not None

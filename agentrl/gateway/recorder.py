@@ -142,15 +142,18 @@ class SessionRecorder:
         finish_reason: str,
         parse_tool_calls: bool = True,
         temperature: float | None = None,
+        policy: str | None = None,
+        trainable: bool = True,
     ) -> Reply:
         """Append the generation of the last `prompt` call (in pieces, when weight pushes interrupted it) and
         build the reply: its text, and the tool calls parsed from it when `parse_tool_calls` (the request
         offered tools and did not say `tool_choice: none`). A generation a weight push cut short answers
         `length`, the OpenAI reason for a reply that stopped before it was done. `temperature`: the one it was
-        sampled at (the trainer computes its logprobs at the same)."""
+        sampled at (the trainer computes its logprobs at the same). `policy`: the policy that generated it, with
+        several; `trainable=False`: a frozen policy's reply."""
         assert self._builder is not None, "prompt() comes first"
         call = self.calls[-1]
-        raw = self._builder.add_generation_pieces(pieces, temperature)
+        raw = self._builder.add_generation_pieces(pieces, temperature, policy, trainable)
         call.output_ids = [t for ids, _, _ in pieces for t in ids]
         logprobs = [lp for _, lps, _ in pieces for lp in (lps or [])]
         call.logprobs = logprobs if len(logprobs) == len(call.output_ids) else None

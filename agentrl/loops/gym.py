@@ -51,6 +51,7 @@ class GymAgentLoop(SteppedLoop):
 
     Options = LoopOptions  # its options are the run's `env:` section
     records_turns = True
+    roles = ("agent",)  # agent.roles={agent: NAME}: the policy that plays it, in a run with several
 
     def __init__(self, config: AgentConfig | None = None, env: EnvConfig | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
@@ -86,7 +87,7 @@ class GymAgentLoop(SteppedLoop):
         episode, window = state.episode, state.window
         assert window is not None
         # a reply cut at rollout.max_tokens is still played (feedback when invalid), not the episode's end
-        turn = await ctx.generate(continue_if_cut=True)
+        turn = await ctx.generate(continue_if_cut=True, policy=self.policy_for("agent"))
         outcome = await asyncio.to_thread(episode.act, turn.text)
         if outcome.terminated:
             ctx.trajectory.stop_reason = StopReason.DONE

@@ -36,6 +36,7 @@ class ToolAgentLoop(SteppedLoop):
     Options = LoopOptions
     uses_tools = True
     records_turns = True
+    roles = ("agent",)  # agent.roles={agent: NAME}: the policy that plays it, in a run with several
 
     def __init__(self, config: AgentConfig | None = None, interaction: Interaction | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
@@ -47,7 +48,7 @@ class ToolAgentLoop(SteppedLoop):
         return ToolLoopState(sample)
 
     async def step(self, ctx: AgentContext, state: ToolLoopState) -> bool:
-        turn = await ctx.generate()
+        turn = await ctx.generate(policy=self.policy_for("agent"))
         parsed = self.parser.parse(turn.text)
         if parsed.calls or parsed.errors:
             results = await execute_calls(ctx, parsed.calls, parsed.errors, self.config.max_parallel_tool_calls)
