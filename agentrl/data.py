@@ -83,6 +83,10 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
     files = cfg.data.train_files if split == "train" else cfg.data.eval_files
+    if not files and cfg.data.reasoning_gym:
+        from agentrl.envs.reasoning_gym import split_samples
+
+        return split_samples(cfg.data, split, cfg.seed)
     if not files and cfg.env.enabled:
         from agentrl.envs.dataset import seed_samples
 

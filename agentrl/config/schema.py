@@ -20,6 +20,18 @@ class DataConfig(_Section):
     agent_name: str | None = Field(
         None, description="play every row with this loop (`agent.name`'s config), whatever loop the rows name"
     )
+    reasoning_gym: str | None = Field(
+        None,
+        description="a reasoning-gym dataset name (e.g. basic_arithmetic): its generated questions are the samples "
+        "of a split without files, scored by reward type reasoning_gym",
+    )
+    reasoning_gym_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="reasoning-gym datasets' own options, by dataset name (e.g. {basic_arithmetic: {max_terms: 2}}); "
+        "the options of the dataset data.reasoning_gym names are used",
+    )
+    num_train_samples: int = Field(1000, ge=1, description="data.reasoning_gym: training questions generated")
+    num_eval_samples: int = Field(32, ge=0, description="data.reasoning_gym: held-out questions (other seeds)")
 
 
 class TreeConfig(_Section):

@@ -131,8 +131,13 @@ def tree_problems(cfg: AgentRLConfig) -> list[str]:
 
 
 def data_problems(cfg: AgentRLConfig) -> list[str]:
-    """Every data file exists, and its first row parses and names a known loop when it names one."""
+    """Every data file exists, and its first row parses and names a known loop when it names one; a reasoning-gym
+    dataset is installed, known and takes its options."""
     problems = []
+    if cfg.data.reasoning_gym:
+        from agentrl.envs.reasoning_gym import reasoning_gym_problems
+
+        problems += reasoning_gym_problems(cfg.data.reasoning_gym, cfg.data.reasoning_gym_options)
     for key in ("train_files", "eval_files"):
         for i, path in enumerate(getattr(cfg.data, key)):
             if problem := first_row_problem(path, LOOPS.problem):

@@ -49,6 +49,7 @@ REWARDS: Registry[Any] = Registry(
         "swe_tests": "agentrl.rewards.swe:SWETestsReward",
         "harbor_task": "agentrl.rewards.harbor:HarborTaskReward",
         "compute_score": "agentrl.rewards.functions:ComputeScoreComponent",
+        "reasoning_gym": "agentrl.rewards.reasoning_gym:reasoning_gym_score",
     },
     accepts=_is_reward,
     expected="a RewardComponent subclass or instance, or a reward function",

@@ -1,0 +1,108 @@
+"""reasoning-gym datasets as tasks: any dataset name of the `reasoning-gym` package becomes the run's samples.
+
+`data.reasoning_gym=basic_arithmetic` generates `data.num_train_samples` training questions and
+`data.num_eval_samples` held-out ones (from other seeds; a held-out question equal to a training one is dropped),
+with the dataset's own options (`data.reasoning_gym_options.<name>`, e.g. `{basic_arithmetic: {max_terms: 2}}`:
+keyed by dataset, so that a recipe's options for one dataset do not follow a run to another). Each sample
+asks the question under reasoning-gym's own system prompt (the answer inside `<answer>` tags) and keeps the dataset's
+entry in `extra_info`, so that reward `type: reasoning_gym` scores the reply with the dataset's own `score_answer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrl.errors import UserError
+from agentrl.types import Message, Sample
+
+INSTALL = "pip install reasoning-gym"
+EVAL_SEED_OFFSET = 1_000_003
+"""Held-out questions come from seed `seed + EVAL_SEED_OFFSET`, training ones from `seed`."""
+
+
+class ReasoningGymError(UserError):
+    """The reasoning-gym package is missing, or the dataset name or options are not its."""
+
+
+def import_reasoning_gym() -> Any:
+    try:
+        import reasoning_gym
+    except ImportError:
+        raise ReasoningGymError(f"data.reasoning_gym needs the reasoning-gym package: {INSTALL}") from None
+    return reasoning_gym
+
+
+def dataset_names() -> list[str]:
+    """Every dataset name the installed reasoning-gym knows."""
+    return sorted(import_reasoning_gym().factory.DATASETS)
+
+
+def reasoning_gym_problems(name: str, options_by_dataset: dict[str, dict[str, Any]]) -> list[str]:
+    """What is wrong with `data.reasoning_gym` and its options (a missing package, an unknown name, options the
+    dataset refuses), each with its fix; empty when it generates."""
+    try:
+        rg = import_reasoning_gym()
+    except ReasoningGymError as exc:
+        return [str(exc)]
+    known = ", ".join(dataset_names())
+    if name not in rg.factory.DATASETS:
+        return [f"data.reasoning_gym: reasoning-gym has no dataset {name!r}; its datasets: {known}"]
+    if unknown := [k for k in options_by_dataset if k not in rg.factory.DATASETS]:
+        return [
+            f"data.reasoning_gym_options: {', '.join(unknown)} is no reasoning-gym dataset; the options are keyed by "
+            f"dataset, e.g. {{{name}: {{...}}}}; its datasets: {known}"
+        ]
+    options = options_by_dataset.get(name, {})
+    try:
+        rg.create_dataset(name, size=1, seed=0, **options)
+    except Exception as exc:  # the dataset's own config validation (TypeError, AssertionError, ValueError)
+        return [f"data.reasoning_gym_options: the {name} dataset refuses {options}: {type(exc).__name__}: {exc}"]
+    return []
+
+
+def reasoning_gym_samples(name: str, options: dict[str, Any], size: int, seed: int, exclude: set[str]) -> list[Sample]:
+    """`size` samples of dataset `name` from `seed`, leaving out questions in `exclude`."""
+    rg = import_reasoning_gym()
+    from reasoning_gym.utils import SYSTEM_PROMPTS
+
+    dataset = rg.create_dataset(name, size=size, seed=seed, **options)
+    samples = []
+    for index, entry in enumerate(dataset):
+        if entry["question"] in exclude:
+            continue
+        samples.append(
+            Sample(
+                prompt=[
+                    Message(role="system", content=SYSTEM_PROMPTS["default"]),
+                    Message(role="user", content=entry["question"]),
+                ],
+                data_source=f"reasoning_gym/{name}",
+                ground_truth=entry["answer"],
+                extra_info={"reasoning_gym_entry": _plain(entry)},
+                id=f"{name}-{seed}-{index}",
+            )
+        )
+    return samples
+
+
+def split_samples(data: Any, split: str, seed: int) -> list[Sample]:
+    """The `train` or `eval` samples of `data.reasoning_gym` (see the module docstring)."""
+    name = data.reasoning_gym
+    options = dict(data.reasoning_gym_options.get(name, {}))
+    train = reasoning_gym_samples(name, options, data.num_train_samples, seed, set())
+    if split == "train":
+        return train
+    seen = {s.prompt[-1].content for s in train}
+    return reasoning_gym_samples(name, options, data.num_eval_samples, seed + EVAL_SEED_OFFSET, seen)  # type: ignore[arg-type]
+
+
+def _plain(value: Any) -> Any:
+    """The entry as JSON-able data (tuples as lists), as it is stored with the sample."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+__all__ = ["ReasoningGymError", "dataset_names", "reasoning_gym_problems", "reasoning_gym_samples", "split_samples"]
