@@ -124,6 +124,7 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "gui_agent": "agentrl.loops.gui:GUIAgentLoop",
         "gym": "agentrl.loops.gym:GymAgentLoop",
         "referential_game": "agentrl.loops.referential_game:ReferentialGameLoop",
+        "textarena": "agentrl.loops.textarena:TextArenaLoop",
         "openai_agent": "agentrl.gateway.agent_loop:OpenAIAgentLoop",
     },
     accepts=_is_loop_class,

@@ -1,0 +1,122 @@
+"""TextArena games, read unchanged from the `textarena` package: one-player puzzles and two-player games.
+
+`agent.name=textarena` with `agent.kwargs: {env_id: GuessTheNumber-v0}` plays the game `textarena.make(env_id)`
+builds, reset with the sample's `extra_info.seed`. Each player sees the game's own observations as user messages in
+a conversation of its own and answers in the game's own format; the game's own rewards (`env.close()`) are the
+reward: player 0's is the trajectory's.
+
+Two-player games (`num_players: 2`) have two roles: `player` (player 0) and `opponent` (player 1). `agent.roles`
+maps each to a policy (`policies:`): a frozen policy as a fixed opponent, or the same policy on both sides
+(self-play, the default when `opponent` is not mapped). The opponent's conversation is kept as an earlier step
+sample of the trajectory; its policy gets player 1's reward (`Trajectory.policy_rewards`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.builder import TrajectoryBuilder
+from agentrl.loops.context import AgentContext
+from agentrl.types import Message, Sample, StopReason, Trajectory
+
+INSTALL = "pip install textarena"
+
+
+def _textarena() -> Any:
+    try:
+        import textarena
+    except ImportError:
+        raise ValueError(f"agent.name=textarena needs the textarena package: {INSTALL}") from None
+    return textarena
+
+
+def game_names() -> list[str]:
+    """The games the installed textarena registers (without their -train / -raw variants)."""
+    names = _textarena().envs.registration.ENV_REGISTRY
+    return sorted(n for n in names if not n.endswith(("-train", "-raw")))
+
+
+class TextArenaOptions(LoopOptions):
+    env_id: str = Field(description="a TextArena game id, e.g. GuessTheNumber-v0 or TicTacToe-v0")
+    num_players: int = Field(1, ge=1, le=2, description="1: a puzzle; 2: player against opponent")
+
+    @field_validator("env_id")
+    @classmethod
+    def _known(cls, env_id: str) -> str:
+        if env_id not in _textarena().envs.registration.ENV_REGISTRY:
+            raise ValueError(f"textarena has no game {env_id!r}; its games: {', '.join(game_names())}")
+        return env_id
+
+
+class TextArenaLoop(AgentLoopBase):
+    """Plays one TextArena game per trajectory (see the module docstring)."""
+
+    Options = TextArenaOptions
+    roles = ("player", "opponent")
+
+    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+        options: TextArenaOptions = self.options
+        env = _textarena().make(options.env_id)
+        await asyncio.to_thread(env.reset, num_players=options.num_players, seed=sample.extra_info.get("seed"))
+        players = {0: ctx, 1: _conversation_of_its_own(ctx)}
+        started: set[int] = set()
+        try:
+            done = False
+            while not done:
+                player, observation = env.get_observation()
+                turn_ctx = players[player]
+                message = [Message(role="user", content=render(observation))]
+                if player in started:
+                    turn_ctx.add_messages(message)
+                else:
+                    turn_ctx.start(message)
+                    started.add(player)
+                role = "player" if player == 0 else "opponent"
+                turn = await turn_ctx.generate(policy=self.policy_for(role), continue_if_cut=True)
+                done, _ = await asyncio.to_thread(env.step, turn.text)
+        finally:
+            rewards, game_info = await asyncio.to_thread(env.close)
+            if 1 in started:
+                ctx.trajectory.earlier_steps.insert(0, players[1].trajectory)
+        self._score(ctx.trajectory, rewards or {}, game_info or {})
+        return ctx.trajectory
+
+    def _score(self, traj: Trajectory, rewards: dict[int, float], game_info: dict[int, Any]) -> None:
+        traj.stop_reason = StopReason.DONE
+        traj.reward = float(rewards.get(0, 0.0))
+        traj.metrics["textarena/success"] = float(traj.reward > 0)
+        traj.metadata["textarena"] = {"rewards": rewards, "game_info": _plain(game_info)}
+        for role, player in (("player", 0), ("opponent", 1)):
+            if (policy := self.policy_for(role)) is not None and player in rewards:
+                traj.policy_rewards[policy] = float(rewards[player])
+
+
+def _conversation_of_its_own(ctx: AgentContext) -> AgentContext:
+    """A context for the opponent: the same model, tokenizer, sampling and budgets, its own token sequence."""
+    trajectory = Trajectory(group_id=ctx.trajectory.group_id, sample_index=ctx.trajectory.sample_index)
+    other = dataclasses.replace(ctx, trajectory=trajectory)
+    other.builder = TrajectoryBuilder(ctx.tokenizer, trajectory, tools=ctx.tool_schemas)
+    return other
+
+
+def render(observation: list[tuple[int, str, Any]] | str) -> str:
+    """The text of a TextArena observation (its messages, in order)."""
+    if isinstance(observation, str):
+        return observation
+    return "\n".join(text for _, text, _ in observation)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, str | int | float | bool | type(None)) else str(value)
+
+
+__all__ = ["TextArenaLoop", "TextArenaOptions", "game_names", "render"]

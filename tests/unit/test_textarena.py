@@ -1,0 +1,53 @@
+"""TextArena games as a loop: the package's own game, observations and rewards, with a scripted player."""
+
+import asyncio
+
+import pytest
+
+from agentrl.config.loader import load_config
+from agentrl.config.schema import AgentConfig
+from agentrl.loops.context import AgentContext, Budgets
+from agentrl.loops.testing import ScriptedPolicy
+from agentrl.loops.textarena import TextArenaLoop
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.trainer.preflight import run_problems
+from agentrl.types import Message, Sample, Trajectory
+
+pytest.importorskip("textarena")
+
+
+def play(tokenizer, replies, **kwargs):
+    loop = TextArenaLoop(AgentConfig(name="textarena", kwargs={"env_id": "GuessTheNumber-v0", **kwargs}))
+    sample = Sample(prompt=[Message(role="user", content="play")], extra_info={"seed": 3})
+    ctx = AgentContext(
+        sample=sample,
+        trajectory=Trajectory(),
+        llm=ScriptedPolicy(tokenizer, replies),
+        tokenizer=tokenizer,
+        sampling=SamplingParams(max_tokens=16),
+        budgets=Budgets(max_turns=20, max_tokens_per_turn=16, max_total_tokens=4096, max_model_len=4096),
+    )
+    return asyncio.run(loop.run(sample, ctx))
+
+
+def test_a_binary_search_wins_guess_the_number_and_the_game_gives_the_reward(tokenizer):
+    bounds, last = [1, 20], [0]
+
+    def guess(conversation: str) -> str:  # halves the interval on the game's own hints
+        hint = conversation[-160:]
+        if last[0] and "higher" in hint:
+            bounds[0] = last[0] + 1
+        elif last[0] and "lower" in hint:
+            bounds[1] = last[0] - 1
+        last[0] = (bounds[0] + bounds[1]) // 2
+        return f"[{last[0]}]"
+
+    traj = play(tokenizer, [guess])
+    assert traj.reward == 1.0 and traj.metrics["textarena/success"] == 1.0
+    assert "Guess The Number" in traj.messages[0].content
+    assert traj.metadata["textarena"]["rewards"] == {0: 1}
+
+
+def test_an_unknown_game_lists_the_packages_games():
+    (problem,) = run_problems(load_config("textarena", ["agent.kwargs.env_id=NoSuchGame-v0"]))
+    assert "textarena has no game 'NoSuchGame-v0'; its games: " in problem and "GuessTheNumber-v0" in problem
