@@ -273,8 +273,10 @@ def test_tree_settings_are_checked_before_a_run() -> None:
     from agentrl.trainer.preflight import run_problems
 
     assert run_problems(load_config("gym", ["rollout.tree.branch_turns=[1]"])) == []
-    assert run_problems(load_config("gym", ["rollout.tree.branch_turns=[1]", "trainer.advantage=tree_grpo"])) == []
-    (alone,) = run_problems(load_config("gym", ["trainer.advantage=tree_grpo"]))
+    gigpo_defaults = ["trainer.gigpo_step_weight=1", "trainer.gigpo_anchor_scope=group"]  # the gym recipe tunes GiGPO
+    tree = ["rollout.tree.branch_turns=[1]", "trainer.advantage=tree_grpo"]
+    assert run_problems(load_config("gym", [*tree, *gigpo_defaults])) == []
+    (alone,) = run_problems(load_config("gym", ["trainer.advantage=tree_grpo", *gigpo_defaults]))
     assert "set rollout.tree.branch_turns" in alone
     (single,) = run_problems(load_config("quickstart", ["rollout.tree.branch_turns=[1]"]))
     assert "the SingleTurnAgentLoop loop cannot be forked" in single
