@@ -22,7 +22,6 @@ from agentrl.rollout.handles import HFServer
 from agentrl.rollout.servers.hf.launch import launch_hf_server
 from agentrl.trainer import checkpoint_dir
 from tests.integration.exactness import assert_tokens_are_their_versions, step_metrics, trained_trajectories
-from tests.integration.test_distributed_rollout_real import local_ray  # noqa: F401 (the module's Ray)
 from tests.integration.test_failover_real import kill_once_busy, two_replicas
 
 pytestmark = pytest.mark.integration
@@ -63,7 +62,7 @@ def assert_exact(run_dir, model_path: str, max_staleness: int) -> list[dict]:
     return steps
 
 
-def test_hf_fully_async_with_workers_at_temperature_0_7(local_ray, default_model_path, tmp_path):  # noqa: F811
+def test_hf_fully_async_with_workers_at_temperature_0_7(local_ray, default_model_path, tmp_path):
     args = [*COMMON, "trainer.mode=fully_async", "rollout.weight_update=resume", "rollout.temperature=0.7"]
     args.append("trainer.steps=3")  # the last step trains tokens of versions 0 and 1 (rollout never stopped)
     assert main([*args, f"output_dir={tmp_path}"]) == 0
@@ -73,7 +72,7 @@ def test_hf_fully_async_with_workers_at_temperature_0_7(local_ray, default_model
     assert temperatures == {0.7}
 
 
-def test_vllm_sync_with_workers(local_ray, vllm_server, default_model_path, tmp_path):  # noqa: F811
+def test_vllm_sync_with_workers(local_ray, vllm_server, default_model_path, tmp_path):
     args = [*COMMON, "rollout.backend=vllm", f"rollout.urls=[{vllm_server.base_url}]"]
     assert main([*args, f"output_dir={tmp_path}"]) == 0
     steps = assert_exact(tmp_path, default_model_path, max_staleness=0)
@@ -84,7 +83,7 @@ def test_vllm_sync_with_workers(local_ray, vllm_server, default_model_path, tmp_
 
 
 def test_hf_sync_two_replicas_one_killed_and_restarted_with_workers(
-    local_ray,  # noqa: F811
+    local_ray,
     default_model_path,
     tmp_path,
 ):
