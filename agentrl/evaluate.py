@@ -117,7 +117,7 @@ async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
     async with (
-        _Policy(cfg, opts, model_path, tokenizer) as llm,
+        _Policy(cfg, opts, tokenizer) as llm,
         rollout_session(cfg, llm, tokenizer, rollout, show_progress=True, run_id=out.name) as manager,
     ):
         if isinstance(llm, ChatPolicy):
@@ -205,29 +205,20 @@ def per_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 class _Policy:
     """Async context manager giving the generator: an `LLMClient` on the run's servers, or a `ChatPolicy`."""
 
-    def __init__(self, cfg: AgentRLConfig, opts: EvalOptions, model_path: str, tokenizer: Any):
-        self.cfg, self.opts, self.model_path, self.tokenizer = cfg, opts, model_path, tokenizer
+    def __init__(self, cfg: AgentRLConfig, opts: EvalOptions, tokenizer: Any):
+        self.cfg, self.opts, self.tokenizer = cfg, opts, tokenizer
         self._stack: Any = None
 
     async def __aenter__(self) -> Any:
-        from agentrl.rollout.client import LLMClient, client_api
-        from agentrl.rollout.serve import rollout_servers
+        from agentrl.loops.policy_clients import serve_policies
 
         self._stack = contextlib.AsyncExitStack()
         if self.opts.base_url is not None:
             key = os.environ.get(self.opts.api_key_env) if self.opts.api_key_env else None
             base = None if self.opts.base_url == "default" else self.opts.base_url
             return ChatPolicy(self.cfg.model, self.tokenizer, base, key, self.cfg.rollout.request_timeout_s)
-        servers = await self._stack.enter_async_context(rollout_servers(self.cfg, self.model_path))
-        urls = [s.url for s in servers]
-        return await self._stack.enter_async_context(
-            LLMClient(
-                urls,
-                timeout=self.cfg.rollout.request_timeout_s,
-                health_interval=self.cfg.rollout.health_check_interval_s,
-                api=client_api(self.cfg.rollout.backend),
-            )
-        )
+        llm, _ = await self._stack.enter_async_context(serve_policies(self.cfg))
+        return llm
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()

@@ -210,6 +210,24 @@ def import_object(path: str, what: str) -> Any:
         raise UserError(f"{what}: module {target!r} has no attribute {attr!r}") from None
 
 
+class MissingPackageError(UserError, ValueError):
+    """An optional package a setting needs is not installed (a `ValueError` too, so that a config validator that
+    imports it reports the missing package as that setting's problem)."""
+
+
+def import_package(module: str, package: str, needed_by: str) -> Any:
+    """The optional module `module` of the PyPI package `package`, imported; `needed_by` names the setting that
+    needs it.
+
+    Raises:
+        MissingPackageError: it is not installed (the message says what to run).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingPackageError(f"{needed_by} needs the {package} package: pip install {package}") from None
+
+
 def _load_file(path: Path) -> Any:
     path = path.resolve()
     name = f"agentrl_user_{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"

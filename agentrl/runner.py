@@ -18,7 +18,6 @@ from agentrl.data import run_samples
 from agentrl.errors import UserError
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.pipeline import RewardPipeline
-from agentrl.rollout.serve import rollout_servers
 from agentrl.types import Sample, Trajectory
 
 
@@ -41,8 +40,8 @@ def run_rollout(cfg: AgentRLConfig) -> Path:
 
 
 async def _rollout(cfg: AgentRLConfig) -> Path:
+    from agentrl.loops.policy_clients import serve_policies
     from agentrl.models import load_tokenizer, resolve_model
-    from agentrl.rollout.client import LLMClient, client_api
 
     samples = rollout_samples(cfg)
     out = output_dir(cfg, "rollout")
@@ -52,13 +51,7 @@ async def _rollout(cfg: AgentRLConfig) -> Path:
     trajectories: list[Trajectory] = []
     started = time.perf_counter()
     async with (
-        rollout_servers(cfg, model_path) as servers,
-        LLMClient(
-            [s.url for s in servers],
-            timeout=cfg.rollout.request_timeout_s,
-            health_interval=cfg.rollout.health_check_interval_s,
-            api=client_api(cfg.rollout.backend),
-        ) as llm,
+        serve_policies(cfg) as (llm, _),
         rollout_session(cfg, llm, tokenizer, show_progress=True, run_id=out.name) as manager,
     ):
         with (out / "trajectories.jsonl").open("w") as f:

@@ -12,24 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrl.errors import UserError
+from agentrl.registry import MissingPackageError, import_package
 from agentrl.types import Message, Sample
 
-INSTALL = "pip install reasoning-gym"
 EVAL_SEED_OFFSET = 1_000_003
 """Held-out questions come from seed `seed + EVAL_SEED_OFFSET`, training ones from `seed`."""
 
 
-class ReasoningGymError(UserError):
-    """The reasoning-gym package is missing, or the dataset name or options are not its."""
-
-
 def import_reasoning_gym() -> Any:
-    try:
-        import reasoning_gym
-    except ImportError:
-        raise ReasoningGymError(f"data.reasoning_gym needs the reasoning-gym package: {INSTALL}") from None
-    return reasoning_gym
+    return import_package("reasoning_gym", "reasoning-gym", "data.reasoning_gym")
 
 
 def dataset_names() -> list[str]:
@@ -42,7 +33,7 @@ def reasoning_gym_problems(name: str, options_by_dataset: dict[str, dict[str, An
     dataset refuses), each with its fix; empty when it generates."""
     try:
         rg = import_reasoning_gym()
-    except ReasoningGymError as exc:
+    except MissingPackageError as exc:
         return [str(exc)]
     known = ", ".join(dataset_names())
     if name not in rg.factory.DATASETS:
@@ -105,4 +96,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["ReasoningGymError", "dataset_names", "reasoning_gym_problems", "reasoning_gym_samples", "split_samples"]
+__all__ = ["dataset_names", "reasoning_gym_problems", "reasoning_gym_samples", "split_samples"]

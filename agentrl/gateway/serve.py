@@ -98,9 +98,8 @@ async def serve_gateway(
     """Serve until `stop` is set (or the process is interrupted); returns the run directory. `ready` gets the
     gateway's URL once it serves."""
     from agentrl.config.run_dir import output_dir
+    from agentrl.loops.policy_clients import serve_policies
     from agentrl.models import load_tokenizer, resolve_model
-    from agentrl.rollout.client import LLMClient, client_api
-    from agentrl.rollout.serve import rollout_servers
 
     out = output_dir(cfg, "gateway")
     model_path = resolve_model(cfg.model)
@@ -117,8 +116,7 @@ async def serve_gateway(
     }
     with (out / "trajectories.jsonl").open("a") as sink:
         async with (
-            rollout_servers(cfg, model_path) as servers,
-            LLMClient([s.url for s in servers], timeout=r.request_timeout_s, api=client_api(r.backend)) as llm,
+            serve_policies(cfg) as (llm, _),
             Gateway(
                 llm,
                 tokenizer,

@@ -7,6 +7,13 @@ unchanged (every role is then played by that one policy: self-play with shared w
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentrl.config.policies import policy_config, policy_names
+from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.loops.protocols import Generation, TokenGenerator
 from agentrl.rollout.protocol import SamplingParams
@@ -66,4 +73,46 @@ def client_for(llm: TokenGenerator, policy: str | None) -> TokenGenerator:
     )
 
 
-__all__ = ["PolicyClients", "UnknownPolicyError", "client_for", "learns"]
+@dataclasses.dataclass
+class ServedPolicy:
+    """One policy's servers as a run serves them: its config (`policy_config`), model, servers and client."""
+
+    name: str
+    cfg: AgentRLConfig
+    model_path: str
+    servers: list[Any]
+    client: Any
+
+
+@contextlib.asynccontextmanager
+async def serve_policies(cfg: AgentRLConfig) -> AsyncIterator[tuple[TokenGenerator, list[ServedPolicy]]]:
+    """Start (or connect to) every policy's rollout servers, each with its client, and yield the loops' generator
+    (the one policy's client, or a `PolicyClients` of all of them) with each policy's servers. `agentrl train`,
+    `rollout`, `eval` and the gateway all serve their policies here; the servers started are stopped after."""
+    from agentrl.models import resolve_model
+    from agentrl.rollout.client import LLMClient, client_api
+    from agentrl.rollout.serve import rollout_servers
+
+    served = []
+    async with contextlib.AsyncExitStack() as stack:
+        for name in policy_names(cfg):
+            own = policy_config(cfg, name)
+            r, model_path = own.rollout, resolve_model(own.model)
+            servers = await stack.enter_async_context(rollout_servers(own, model_path))
+            client = await stack.enter_async_context(
+                LLMClient(
+                    [s.url for s in servers],
+                    timeout=r.request_timeout_s,
+                    health_interval=r.health_check_interval_s,
+                    api=client_api(r.backend),
+                )
+            )
+            served.append(ServedPolicy(name, own, model_path, servers, client))
+        if not cfg.policies:
+            yield served[0].client, served
+        else:
+            frozen = {name for name, policy in cfg.policies.items() if not policy.trainable}
+            yield PolicyClients({p.name: p.client for p in served}, frozen), served
+
+
+__all__ = ["PolicyClients", "ServedPolicy", "UnknownPolicyError", "client_for", "learns", "serve_policies"]

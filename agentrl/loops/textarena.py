@@ -20,19 +20,13 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from agentrl.loops.base import AgentLoopBase, LoopOptions
-from agentrl.loops.builder import TrajectoryBuilder
 from agentrl.loops.context import AgentContext
+from agentrl.registry import import_package
 from agentrl.types import Message, Sample, StopReason, Trajectory
-
-INSTALL = "pip install textarena"
 
 
 def _textarena() -> Any:
-    try:
-        import textarena
-    except ImportError:
-        raise ValueError(f"agent.name=textarena needs the textarena package: {INSTALL}") from None
-    return textarena
+    return import_package("textarena", "textarena", "agent.name=textarena")
 
 
 def game_names() -> list[str]:
@@ -97,11 +91,10 @@ class TextArenaLoop(AgentLoopBase):
 
 
 def _conversation_of_its_own(ctx: AgentContext) -> AgentContext:
-    """A context for the opponent: the same model, tokenizer, sampling and budgets, its own token sequence."""
+    """A context for the opponent: the same model, tokenizer, sampling and budgets, its own token sequence (a
+    context builds the trajectory it is given)."""
     trajectory = Trajectory(group_id=ctx.trajectory.group_id, sample_index=ctx.trajectory.sample_index)
-    other = dataclasses.replace(ctx, trajectory=trajectory)
-    other.builder = TrajectoryBuilder(ctx.tokenizer, trajectory, tools=ctx.tool_schemas)
-    return other
+    return dataclasses.replace(ctx, trajectory=trajectory)
 
 
 def render(observation: list[tuple[int, str, Any]] | str) -> str:

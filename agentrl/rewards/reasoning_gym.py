@@ -8,18 +8,15 @@ reply; the entry is the one the sample was generated from (`extra_info.reasoning
 from __future__ import annotations
 
 from agentrl.errors import UserError
+from agentrl.registry import import_package
 from agentrl.rewards.base import RewardInput, RewardResult
 
 
 def reasoning_gym_score(inp: RewardInput) -> RewardResult:
     """The dataset's score (0..1) of the reply's answer."""
-    try:
-        import reasoning_gym
-        from reasoning_gym.utils import extract_answer
-    except ImportError:
-        raise UserError(
-            "reward type reasoning_gym needs the reasoning-gym package: pip install reasoning-gym"
-        ) from None
+    reasoning_gym = import_package("reasoning_gym", "reasoning-gym", "reward type reasoning_gym")
+    from reasoning_gym.utils import extract_answer
+
     entry = inp.sample.extra_info.get("reasoning_gym_entry")
     if not isinstance(entry, dict):
         raise UserError(

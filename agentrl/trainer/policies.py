@@ -89,29 +89,14 @@ class Policies:
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[Any]:
-        """Start (or connect to) every policy's servers and yield the loops' generator: the one policy's client,
-        or a `PolicyClients` of all of them."""
-        from agentrl.loops.policy_clients import PolicyClients
-        from agentrl.rollout.client import LLMClient, client_api
-        from agentrl.rollout.serve import rollout_servers
+        """Start (or connect to) every policy's servers (`serve_policies`) and yield the loops' generator: the one
+        policy's client, or a `PolicyClients` of all of them."""
+        from agentrl.loops.policy_clients import serve_policies
 
-        async with contextlib.AsyncExitStack() as stack:
-            for runtime in self.runtimes:
-                r = runtime.cfg.rollout
-                runtime.servers = await stack.enter_async_context(rollout_servers(runtime.cfg, runtime.model_path))
-                runtime.llm = await stack.enter_async_context(
-                    LLMClient(
-                        [s.url for s in runtime.servers],
-                        timeout=r.request_timeout_s,
-                        health_interval=r.health_check_interval_s,
-                        api=client_api(r.backend),
-                    )
-                )
-            if not self.several:
-                yield self.default.llm
-            else:
-                frozen = {r.name for r in self.runtimes if not r.trainable}
-                yield PolicyClients({r.name: r.llm for r in self.runtimes}, frozen)
+        async with serve_policies(self.cfg) as (llm, served):
+            for runtime, policy in zip(self.runtimes, served, strict=True):
+                runtime.servers, runtime.llm = policy.servers, policy.client
+            yield llm
 
     def start_sync(self) -> None:
         """Check each learning policy's servers take weights, and set up its weight sync; a frozen policy's servers

@@ -21,10 +21,11 @@ def policy_of(segment: Segment, default: str) -> str:
     return segment.policy or default
 
 
-def policy_view(traj: Trajectory, policy: str, default: str) -> Trajectory:
+def policy_view(traj: Trajectory, policy: str, default: str, turn_policies: list[str] | None = None) -> Trajectory:
     """`traj` as `policy` trains on it: only its own generated tokens trainable, its own reward, the turn rewards
-    and states of its own turns. A trajectory in which `policy` generated nothing has no step samples."""
-    turn_policies = _turn_policies(traj, default)
+    and states of its own turns. A trajectory in which `policy` generated nothing has no step samples.
+    `turn_policies`: each turn's policy, when the caller has them already."""
+    turn_policies = _turn_policies(traj, default) if turn_policies is None else turn_policies
     mine = [i for i, name in enumerate(turn_policies) if name == policy]
     steps = [_masked(step, policy, default) for step in traj.earlier_steps]
     view = _masked(traj, policy, default).model_copy(
@@ -43,9 +44,10 @@ def policy_batches(trajectories: list[Trajectory], policies: list[str]) -> dict[
     """Each policy's views of `trajectories` that hold any of its generated tokens (`policies[0]` is the default
     policy of unlabelled segments)."""
     default = policies[0]
+    turns = [_turn_policies(t, default) for t in trajectories]
     batches: dict[str, list[Trajectory]] = {}
     for policy in policies:
-        views = [policy_view(t, policy, default) for t in trajectories]
+        views = [policy_view(t, policy, default, tp) for t, tp in zip(trajectories, turns, strict=True)]
         batches[policy] = [v for v in views if v.step_samples()]
     return batches
 
@@ -59,13 +61,10 @@ def policy_reward_metrics(trajectories: list[Trajectory], policies: list[str], s
     """`<section>/<policy>/reward_mean` and `.../success_rate` (its reward >= 1) of each policy, over the
     trajectories in which it generated: each role's own outcome, for the report's per-policy curves."""
     default = policies[0]
+    played = [(t, generated_policies(t, default)) for t in trajectories if not t.failed]
     out = {}
     for policy in policies:
-        rewards = [
-            t.policy_rewards.get(policy, t.reward or 0.0)
-            for t in trajectories
-            if not t.failed and policy in generated_policies(t, default)
-        ]
+        rewards = [t.policy_rewards.get(policy, t.reward or 0.0) for t, generated in played if policy in generated]
         if rewards:
             out[f"{section}/{policy}/reward_mean"] = sum(rewards) / len(rewards)
             out[f"{section}/{policy}/success_rate"] = sum(r >= 1.0 - 1e-6 for r in rewards) / len(rewards)
