@@ -90,23 +90,16 @@ async def serve_policies(cfg: AgentRLConfig) -> AsyncIterator[tuple[TokenGenerat
     (the one policy's client, or a `PolicyClients` of all of them) with each policy's servers. `agentrl train`,
     `rollout`, `eval` and the gateway all serve their policies here; the servers started are stopped after."""
     from agentrl.models import resolve_model
-    from agentrl.rollout.client import LLMClient, client_api
+    from agentrl.rollout.client import rollout_client
     from agentrl.rollout.serve import rollout_servers
 
     served = []
     async with contextlib.AsyncExitStack() as stack:
         for name in policy_names(cfg):
             own = policy_config(cfg, name)
-            r, model_path = own.rollout, resolve_model(own.model)
+            model_path = resolve_model(own.model)
             servers = await stack.enter_async_context(rollout_servers(own, model_path))
-            client = await stack.enter_async_context(
-                LLMClient(
-                    [s.url for s in servers],
-                    timeout=r.request_timeout_s,
-                    health_interval=r.health_check_interval_s,
-                    api=client_api(r.backend),
-                )
-            )
+            client = await stack.enter_async_context(rollout_client([s.url for s in servers], own.rollout))
             served.append(ServedPolicy(name, own, model_path, servers, client))
         if not cfg.policies:
             yield served[0].client, served

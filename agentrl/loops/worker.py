@@ -63,16 +63,13 @@ class RolloutWorker:
         from agentrl.loops.local_session import local_rollout_session
         from agentrl.loops.policy_clients import PolicyClients
         from agentrl.models import load_tokenizer, resolve_model
-        from agentrl.rollout.client import LLMClient, client_api
+        from agentrl.rollout.client import rollout_client
 
         await asyncio.to_thread(sweep_orphans)
         stack = contextlib.AsyncExitStack()
         clients = {}
         for policy, urls in self.urls.items():
-            r = self._rollout(policy)
-            client = LLMClient(
-                urls, timeout=r.request_timeout_s, health_interval=r.health_check_interval_s, api=client_api(r.backend)
-            )
+            client = rollout_client(urls, self._rollout(policy))
             client.router.on_revive = self._caught_up
             clients[policy] = await stack.enter_async_context(client)
         self._client = clients[None] if None in clients else PolicyClients(clients, self.frozen)

@@ -21,6 +21,7 @@ from typing import Any, Literal, Self
 
 import aiohttp
 
+from agentrl.config.schema import RolloutConfig
 from agentrl.rollout.completions import (
     TokenOutput,
     as_version,
@@ -327,6 +328,17 @@ class LLMClient:
                 return response.status == 200
         except (aiohttp.ClientError, TimeoutError):
             return False
+
+
+def rollout_client(urls: list[str], rollout: RolloutConfig) -> LLMClient:
+    """A client of the servers at `urls` with the settings of `rollout` (timeout, health checks, the backend's
+    generation route)."""
+    return LLMClient(
+        urls,
+        timeout=rollout.request_timeout_s,
+        health_interval=rollout.health_check_interval_s,
+        api=client_api(rollout.backend),
+    )
 
 
 def client_api(backend: str) -> Literal["completions", "vllm_generate"]:
