@@ -59,8 +59,8 @@ class TextArenaLoop(AgentLoopBase):
         await asyncio.to_thread(env.reset, num_players=options.num_players, seed=sample.extra_info.get("seed"))
         players = {0: ctx, 1: _conversation_of_its_own(ctx)}
         started: set[int] = set()
+        done = False
         try:
-            done = False
             while not done:
                 player, observation = env.get_observation()
                 turn_ctx = players[player]
@@ -73,18 +73,18 @@ class TextArenaLoop(AgentLoopBase):
                 role = "player" if player == 0 else "opponent"
                 turn = await turn_ctx.generate(policy=self.policy_for(role), continue_if_cut=True)
                 done, _ = await asyncio.to_thread(env.step, turn.text)
-        finally:
+        finally:  # also when a budget ended the game early (StopLoop): an unfinished game scores 0
             rewards, game_info = await asyncio.to_thread(env.close)
             if 1 in started:
                 ctx.trajectory.earlier_steps.insert(0, players[1].trajectory)
-        self._score(ctx.trajectory, rewards or {}, game_info or {})
+            self._score(ctx.trajectory, rewards or {}, game_info or {}, finished=done)
         return ctx.trajectory
 
-    def _score(self, traj: Trajectory, rewards: dict[int, float], game_info: dict[int, Any]) -> None:
+    def _score(self, traj: Trajectory, rewards: dict[int, float], game_info: dict[int, Any], finished: bool) -> None:
         traj.stop_reason = StopReason.DONE
         traj.reward = float(rewards.get(0, 0.0))
         traj.metrics["textarena/success"] = float(traj.reward > 0)
-        traj.metadata["textarena"] = {"rewards": rewards, "game_info": _plain(game_info)}
+        traj.metadata["textarena"] = {"rewards": rewards, "game_info": _plain(game_info), "finished": finished}
         for role, player in (("player", 0), ("opponent", 1)):
             if (policy := self.policy_for(role)) is not None and player in rewards:
                 traj.policy_rewards[policy] = float(rewards[player])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agentrl.cli import main
-from agentrl.types import Trajectory
+from agentrl.types import StopReason, Trajectory
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("textarena")
@@ -25,8 +25,9 @@ def test_a_one_player_game_rolls_out_and_trains_a_step(hf_server_url, tmp_path):
     metrics, played = run(tmp_path, f"rollout.urls=[{hf_server_url}]", "agent.max_turns=3")
     assert metrics["rollout/trajectories"] == 2.0 and "train/loss" in metrics
     for traj in played:
-        rewards = traj.metadata["textarena"]["rewards"]  # the game's own, as env.close() gave them
-        assert traj.reward == rewards["0"] and traj.num_turns >= 1
+        game = traj.metadata["textarena"]  # the game's own rewards, as env.close() gave them; none if unfinished
+        assert traj.reward == game["rewards"].get("0", 0.0) and traj.num_turns >= 1
+        assert game["finished"] or traj.stop_reason == StopReason.MAX_TURNS
         assert "Guess The Number" in traj.messages[0].content  # the game's own first observation
 
 
@@ -47,6 +48,6 @@ def test_a_two_player_game_against_a_frozen_opponent(hf_server_url, tmp_path):
         assert replies and all(s.policy == "opponent" and not s.trainable for s in replies)
         assert all(s.policy == "player" for s in traj.segments if s.trainable)
         assert traj.num_turns >= 1 and opponent.num_turns >= 1
-        if "textarena" in traj.metadata:  # the game ended within the turn budget: its own rewards
+        if traj.metadata["textarena"]["finished"]:  # the game ended within the turn budget: its own rewards
             rewards = traj.metadata["textarena"]["rewards"]
             assert traj.reward == rewards["0"] and traj.policy_rewards["opponent"] == rewards["1"]

@@ -6,17 +6,17 @@ import pytest
 
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentConfig
-from agentrl.loops.context import AgentContext, Budgets
+from agentrl.loops.context import AgentContext, Budgets, StopLoop
 from agentrl.loops.testing import ScriptedPolicy
 from agentrl.loops.textarena import TextArenaLoop
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.trainer.preflight import run_problems
-from agentrl.types import Message, Sample, Trajectory
+from agentrl.types import Message, Sample, StopReason, Trajectory
 
 pytest.importorskip("textarena")
 
 
-def play(tokenizer, replies, **kwargs):
+def play(tokenizer, replies, max_turns=20, **kwargs):
     loop = TextArenaLoop(AgentConfig(name="textarena", kwargs={"env_id": "GuessTheNumber-v0", **kwargs}))
     sample = Sample(prompt=[Message(role="user", content="play")], extra_info={"seed": 3})
     ctx = AgentContext(
@@ -25,9 +25,13 @@ def play(tokenizer, replies, **kwargs):
         llm=ScriptedPolicy(tokenizer, replies),
         tokenizer=tokenizer,
         sampling=SamplingParams(max_tokens=16),
-        budgets=Budgets(max_turns=20, max_tokens_per_turn=16, max_total_tokens=4096, max_model_len=4096),
+        budgets=Budgets(max_turns=max_turns, max_tokens_per_turn=16, max_total_tokens=4096, max_model_len=4096),
     )
-    return asyncio.run(loop.run(sample, ctx))
+    try:
+        return asyncio.run(loop.run(sample, ctx))
+    except StopLoop as stop:  # as the runner does: the trajectory is kept with the stop reason
+        ctx.trajectory.stop_reason = stop.reason
+        return ctx.trajectory
 
 
 def test_a_binary_search_wins_guess_the_number_and_the_game_gives_the_reward(tokenizer):
@@ -45,7 +49,13 @@ def test_a_binary_search_wins_guess_the_number_and_the_game_gives_the_reward(tok
     traj = play(tokenizer, [guess])
     assert traj.reward == 1.0 and traj.metrics["textarena/success"] == 1.0
     assert "Guess The Number" in traj.messages[0].content
-    assert traj.metadata["textarena"]["rewards"] == {0: 1}
+    assert traj.metadata["textarena"]["rewards"] == {0: 1} and traj.metadata["textarena"]["finished"]
+
+
+def test_a_game_the_turn_budget_ends_early_is_unfinished_and_scores_zero(tokenizer):
+    traj = play(tokenizer, ["[1]"], max_turns=2)
+    assert traj.stop_reason == StopReason.MAX_TURNS and traj.num_turns == 2
+    assert traj.reward == 0.0 and traj.metadata["textarena"]["finished"] is False
 
 
 def test_an_unknown_game_lists_the_packages_games():
