@@ -18,7 +18,7 @@ venv:
 test: setup
 	bash scripts/install_vllm.sh
 	$(MAKE) --no-print-directory docs
-	$(PY) -m pytest tests/unit tests/integration -q --durations=20
+	$(PY) -m pytest tests/unit tests/integration -q --durations=45
 
 unit: venv
 	$(PY) -m pytest tests/unit -q
