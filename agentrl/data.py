@@ -78,6 +78,9 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
     generated from seeds (`env.num_train_seeds` training seeds, `env.num_eval_seeds` disjoint held-out seeds),
     played by `agent.name` unless that is the default `single_turn`, in which case by the `gym` loop.
 
+    With `agent.name=verifiers` and no files, the samples are the verifiers environment's dataset (or eval
+    dataset); with `data.reasoning_gym`, that dataset's generated questions.
+
     Returns an empty list for an eval split without data; raises `DatasetError` for a train split without data.
     """
     if split not in ("train", "eval"):
@@ -87,6 +90,10 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
         from agentrl.envs.reasoning_gym import split_samples
 
         return split_samples(cfg.data, split, cfg.seed)
+    if not files and cfg.agent.name == "verifiers" and cfg.agent.kwargs.get("env_id"):
+        from agentrl.envs.verifiers import split_samples as verifiers_samples
+
+        return verifiers_samples(cfg, split)
     if not files and cfg.env.enabled:
         from agentrl.envs.dataset import seed_samples
 

@@ -116,14 +116,20 @@ def _load_yaml(path: Path) -> Any:
 
 
 def _resolve_data_paths(merged: dict[str, Any], recipe_dir: Path) -> None:
-    """Data files named relative to a recipe are found inside the recipe folder."""
+    """Data files named relative to a recipe are found inside the recipe folder; so is a loop option naming a
+    Python file (`agent.kwargs.env_id: env.py`, a verifiers environment shipped with the recipe)."""
     data = merged.get("data")
-    if not isinstance(data, dict):
-        return
-    for key in ("train_files", "eval_files"):
-        files = data.get(key)
-        if isinstance(files, list):
-            data[key] = [_relative_to(f, recipe_dir) for f in files]
+    if isinstance(data, dict):
+        for key in ("train_files", "eval_files"):
+            files = data.get(key)
+            if isinstance(files, list):
+                data[key] = [_relative_to(f, recipe_dir) for f in files]
+    agent = merged.get("agent")
+    kwargs = agent.get("kwargs") if isinstance(agent, dict) else None
+    if isinstance(kwargs, dict):
+        for key, value in kwargs.items():
+            if isinstance(value, str) and value.endswith(".py") and (recipe_dir / value).is_file():
+                kwargs[key] = _relative_to(value, recipe_dir)
 
 
 def _relative_to(name: Any, base: Path) -> Any:

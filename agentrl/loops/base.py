@@ -125,6 +125,7 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "gym": "agentrl.loops.gym:GymAgentLoop",
         "referential_game": "agentrl.loops.referential_game:ReferentialGameLoop",
         "textarena": "agentrl.loops.textarena:TextArenaLoop",
+        "verifiers": "agentrl.loops.verifiers:VerifiersLoop",
         "openai_agent": "agentrl.gateway.agent_loop:OpenAIAgentLoop",
     },
     accepts=_is_loop_class,

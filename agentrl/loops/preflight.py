@@ -138,6 +138,10 @@ def data_problems(cfg: AgentRLConfig) -> list[str]:
         from agentrl.envs.reasoning_gym import reasoning_gym_problems
 
         problems += reasoning_gym_problems(cfg.data.reasoning_gym, cfg.data.reasoning_gym_options)
+    if cfg.agent.name == "verifiers" and isinstance(env_id := cfg.agent.kwargs.get("env_id"), str):
+        from agentrl.envs.verifiers import environment_problems
+
+        problems += environment_problems(env_id, dict(cfg.agent.kwargs.get("env_args") or {}))
     for key in ("train_files", "eval_files"):
         for i, path in enumerate(getattr(cfg.data, key)):
             if problem := first_row_problem(path, LOOPS.problem):
