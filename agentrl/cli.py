@@ -28,8 +28,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from agentrl.config import load_config
+    from agentrl.config.environment_form import environment_form
 
     cfg = load_config(overrides=args.overrides)  # shows the config; `train` and `rollout` check the names
+    print(f"# environment: {environment_form(cfg)}")
     print(OmegaConf.to_yaml(cfg.model_dump(by_alias=True, mode="json")), end="")
     return 0
 

@@ -117,7 +117,7 @@ def _load_yaml(path: Path) -> Any:
 
 def _resolve_data_paths(merged: dict[str, Any], recipe_dir: Path) -> None:
     """Data files named relative to a recipe are found inside the recipe folder; so is a loop option naming a
-    Python file (`agent.kwargs.env_id: env.py`, a verifiers environment shipped with the recipe)."""
+    Python file or a folder there (`agent.kwargs.env_id: env.py`, `agent.kwargs.env_dir: echo_word`)."""
     data = merged.get("data")
     if isinstance(data, dict):
         for key in ("train_files", "eval_files"):
@@ -128,7 +128,8 @@ def _resolve_data_paths(merged: dict[str, Any], recipe_dir: Path) -> None:
     kwargs = agent.get("kwargs") if isinstance(agent, dict) else None
     if isinstance(kwargs, dict):
         for key, value in kwargs.items():
-            if isinstance(value, str) and value.endswith(".py") and (recipe_dir / value).is_file():
+            names_a_path = isinstance(value, str) and (value.endswith(".py") or key.endswith("_dir"))
+            if names_a_path and (recipe_dir / value).exists():
                 kwargs[key] = _relative_to(value, recipe_dir)
 
 

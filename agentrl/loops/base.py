@@ -126,6 +126,7 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "referential_game": "agentrl.loops.referential_game:ReferentialGameLoop",
         "textarena": "agentrl.loops.textarena:TextArenaLoop",
         "verifiers": "agentrl.loops.verifiers:VerifiersLoop",
+        "openenv": "agentrl.loops.openenv:OpenEnvLoop",
         "openai_agent": "agentrl.gateway.agent_loop:OpenAIAgentLoop",
     },
     accepts=_is_loop_class,

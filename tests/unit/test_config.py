@@ -117,3 +117,19 @@ def test_cli_help_for_each_command(capsys):
             main([command, "--help"])
         assert exit_info.value.code == 0
         assert "usage: agentrl" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("recipe", "named"),
+    [
+        ("verifiers", "# environment: verifiers environment '"),
+        ("openenv", "# environment: OpenEnv environment '"),
+        ("textarena", "# environment: TextArena game 'GuessTheNumber-v0'"),
+        ("reasoning_gym", "# environment: reasoning-gym dataset 'basic_arithmetic'"),
+        ("gym", "# environment: Gymnasium environment "),
+        ("harbor", "# environment: Harbor task folders "),
+    ],
+)
+def test_config_show_names_the_environment_standard(recipe, named, capsys):
+    assert main(["config", "show", f"recipe={recipe}"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(named)

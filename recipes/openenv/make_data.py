@@ -1,0 +1,26 @@
+"""Builds the OpenEnv recipe's rows: one episode per row, named by its reset seed (training and held-out apart).
+
+Run: python recipes/openenv/make_data.py  (writes data/train.jsonl and data/eval.jsonl, deterministic)
+"""
+
+import json
+from pathlib import Path
+
+TRAIN_SEEDS, EVAL_SEEDS = range(0, 256), range(10_000, 10_032)
+INSTRUCTIONS = "Reply with exactly the word you are asked to say."
+
+
+def row(seed: int) -> dict:
+    return {"prompt": [{"role": "user", "content": INSTRUCTIONS}], "extra_info": {"seed": seed}}
+
+
+def main() -> None:
+    out = Path(__file__).parent / "data"
+    out.mkdir(exist_ok=True)
+    for name, seeds in (("train", TRAIN_SEEDS), ("eval", EVAL_SEEDS)):
+        with (out / f"{name}.jsonl").open("w") as f:
+            f.writelines(json.dumps(row(s)) + "\n" for s in seeds)
+
+
+if __name__ == "__main__":
+    main()
