@@ -59,7 +59,7 @@ class OpenEnvLoop(AgentLoopBase):
             result = await client.reset(seed=seed, episode_id=ctx.trajectory.id, **options.reset_kwargs)
             ctx.start(first_messages(sample, render(result.observation, options.observation_fields)))
             while True:
-                turn = await ctx.generate(policy=self.policy_for("agent"))
+                turn = await ctx.generate(policy=self.policy_for("agent"), continue_if_cut=True)  # cut: still acts
                 result = await client.step({options.action_field: turn.text.strip()})
                 rewards.append(float(result.reward or 0.0))
                 ctx.trajectory.reward = sum(rewards)  # kept when a budget ends the episode
