@@ -218,3 +218,12 @@ def _from_swe_task(row: dict[str, Any], where: str) -> dict[str, Any]:
     row.setdefault("id", str(row.get("instance_id") or ""))
     row.setdefault("data_source", f"swe/{row.get('repo') or 'unknown'}")
     return row
+
+
+def write_seed_splits(folder: Path, row: Callable[[int], dict[str, Any]], splits: dict[str, range]) -> None:
+    """Write `<folder>/<split>.jsonl`, one `row(seed)` per seed of each split (a recipe's `make_data.py` for loops
+    that play an episode from a seed: textarena, openenv)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, seeds in splits.items():
+        with (folder / f"{name}.jsonl").open("w") as f:
+            f.writelines(json.dumps(row(seed)) + "\n" for seed in seeds)

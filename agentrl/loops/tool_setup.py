@@ -12,6 +12,16 @@ from agentrl.tools.prompt import tools_system_prompt
 from agentrl.tools.toolset import ToolSet
 
 
+def offer_tools(ctx: AgentContext, schemas: list[dict[str, Any]], instructions: str | None) -> None:
+    """Tell the model about the tools before the prompt is rendered: the schemas through the chat template's tools
+    slot when `instructions` is None (`tools_system_prompt` says so), else the instructions in the system prompt."""
+    if instructions is None:
+        ctx.tool_schemas = schemas or None
+        ctx.builder.tools = schemas or None
+    else:
+        ctx.system_prompt = "\n\n".join(p for p in (ctx.system_prompt, instructions) if p)
+
+
 class ToolHooks:
     """`setup_context` / `teardown_context` hooks of the RolloutManager for tool-using loops.
 
@@ -46,11 +56,7 @@ class ToolHooks:
             truncate_tokens=self._truncate,
             max_consecutive_errors=self.agent.max_consecutive_tool_errors,
         )
-        if self.instructions is None:
-            ctx.tool_schemas = self.schemas
-            ctx.builder.tools = self.schemas
-        else:
-            ctx.system_prompt = "\n\n".join(p for p in (ctx.system_prompt, self.instructions) if p)
+        offer_tools(ctx, self.schemas, self.instructions)
 
     async def teardown(self, ctx: AgentContext) -> None:
         if ctx.tools is not None:

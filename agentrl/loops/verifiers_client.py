@@ -21,6 +21,7 @@ from verifiers.types import Response, ResponseMessage, Usage
 from verifiers.types import ToolCall as VfToolCall
 
 from agentrl.loops.context import AgentContext, StopLoop
+from agentrl.loops.tool_setup import offer_tools
 from agentrl.tools.parsers import ToolCallParser
 from agentrl.tools.prompt import tools_system_prompt
 from agentrl.types import Message
@@ -71,22 +72,13 @@ class TurnClient(Client):
     def _render(self, prompt: list[Message], tools: list[dict[str, Any]]) -> None:
         known = len(self.rendered)
         if not self.rendered:
-            self._offer_tools(tools)
+            offer_tools(self.ctx, tools, tools_system_prompt(self.ctx.tokenizer, tools, self.parser))
             self.ctx.start(prompt)
         elif len(prompt) > known and same_messages(prompt[: known - 1], self.rendered[: known - 1]):
             self.ctx.add_messages(prompt[known:])
         else:  # the environment rewrote the conversation: its rendering is the next turn's real prompt
             self.ctx.new_step_sample(prompt)
         self.rendered = list(prompt)
-
-    def _offer_tools(self, schemas: list[dict[str, Any]]) -> None:
-        """The tools through the chat template's tools slot, or the parser's instructions in the system prompt."""
-        instructions = tools_system_prompt(self.ctx.tokenizer, schemas, self.parser)
-        if instructions is None:
-            self.ctx.tool_schemas = schemas or None
-            self.ctx.builder.tools = schemas or None
-        else:
-            self.ctx.system_prompt = "\n\n".join(p for p in (self.ctx.system_prompt, instructions) if p)
 
     def _response(self, text: str, finish_reason: str, completion_tokens: int, model: str) -> Response:
         parsed = self.parser.parse(text)

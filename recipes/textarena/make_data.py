@@ -3,8 +3,9 @@
 Run: python recipes/textarena/make_data.py  (writes data/train.jsonl and data/eval.jsonl, deterministic)
 """
 
-import json
 from pathlib import Path
+
+from agentrl.data import write_seed_splits
 
 TRAIN_SEEDS, EVAL_SEEDS = range(0, 256), range(10_000, 10_032)
 
@@ -15,11 +16,7 @@ def row(seed: int) -> dict:
 
 
 def main() -> None:
-    out = Path(__file__).parent / "data"
-    out.mkdir(exist_ok=True)
-    for name, seeds in (("train", TRAIN_SEEDS), ("eval", EVAL_SEEDS)):
-        with (out / f"{name}.jsonl").open("w") as f:
-            f.writelines(json.dumps(row(s)) + "\n" for s in seeds)
+    write_seed_splits(Path(__file__).parent / "data", row, {"train": TRAIN_SEEDS, "eval": EVAL_SEEDS})
 
 
 if __name__ == "__main__":
