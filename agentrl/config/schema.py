@@ -30,6 +30,11 @@ class DataConfig(_Section):
         description="reasoning-gym datasets' own options, by dataset name (e.g. {basic_arithmetic: {max_terms: 2}}); "
         "the options of the dataset data.reasoning_gym names are used",
     )
+    reasoning_gym_prompt: str = Field(
+        "default",
+        description="data.reasoning_gym: the system prompt, by its name in reasoning-gym's own SYSTEM_PROMPTS "
+        "(default, direct, simple, chain_of_draft, DeepSeekZero)",
+    )
     num_train_samples: int = Field(1000, ge=1, description="data.reasoning_gym: training questions generated")
     num_eval_samples: int = Field(32, ge=0, description="data.reasoning_gym: held-out questions (other seeds)")
 

@@ -4,8 +4,10 @@
 `data.num_eval_samples` held-out ones (from other seeds; a held-out question equal to a training one is dropped),
 with the dataset's own options (`data.reasoning_gym_options.<name>`, e.g. `{basic_arithmetic: {max_terms: 2}}`:
 keyed by dataset, so that a recipe's options for one dataset do not follow a run to another). Each sample
-asks the question under reasoning-gym's own system prompt (the answer inside `<answer>` tags) and keeps the dataset's
-entry in `extra_info`, so that reward `type: reasoning_gym` scores the reply with the dataset's own `score_answer`.
+asks the question under one of reasoning-gym's own system prompts (`data.reasoning_gym_prompt`, by its name
+in the package: `default` asks for step-by-step thinking, `direct` for the answer alone; each wants the answer
+inside `<answer>` tags) and keeps the dataset's entry in `extra_info`, so that reward `type: reasoning_gym` scores
+the reply with the dataset's own `score_answer`.
 """
 
 from __future__ import annotations
@@ -28,13 +30,23 @@ def dataset_names() -> list[str]:
     return sorted(import_reasoning_gym().factory.DATASETS)
 
 
-def reasoning_gym_problems(name: str, options_by_dataset: dict[str, dict[str, Any]]) -> list[str]:
-    """What is wrong with `data.reasoning_gym` and its options (a missing package, an unknown name, options the
-    dataset refuses), each with its fix; empty when it generates."""
+def reasoning_gym_problems(
+    name: str, options_by_dataset: dict[str, dict[str, Any]], prompt: str = "default"
+) -> list[str]:
+    """What is wrong with `data.reasoning_gym`, its options and its prompt (a missing package, an unknown name,
+    options the dataset refuses, a prompt name the package does not have), each with its fix; empty when it
+    generates."""
     try:
         rg = import_reasoning_gym()
     except MissingPackageError as exc:
         return [str(exc)]
+    from reasoning_gym.utils import SYSTEM_PROMPTS
+
+    if prompt not in SYSTEM_PROMPTS:
+        return [
+            f"data.reasoning_gym_prompt: reasoning-gym has no system prompt {prompt!r}; its prompts: "
+            f"{', '.join(SYSTEM_PROMPTS)}"
+        ]
     known = ", ".join(dataset_names())
     if name not in rg.factory.DATASETS:
         return [f"data.reasoning_gym: reasoning-gym has no dataset {name!r}; its datasets: {known}"]
@@ -51,8 +63,11 @@ def reasoning_gym_problems(name: str, options_by_dataset: dict[str, dict[str, An
     return []
 
 
-def reasoning_gym_samples(name: str, options: dict[str, Any], size: int, seed: int, exclude: set[str]) -> list[Sample]:
-    """`size` samples of dataset `name` from `seed`, leaving out questions in `exclude`."""
+def reasoning_gym_samples(
+    name: str, options: dict[str, Any], size: int, seed: int, exclude: set[str], prompt: str = "default"
+) -> list[Sample]:
+    """`size` samples of dataset `name` from `seed`, leaving out questions in `exclude`, each asked under
+    reasoning-gym's system prompt named `prompt`."""
     rg = import_reasoning_gym()
     from reasoning_gym.utils import SYSTEM_PROMPTS
 
@@ -64,7 +79,7 @@ def reasoning_gym_samples(name: str, options: dict[str, Any], size: int, seed: i
         samples.append(
             Sample(
                 prompt=[
-                    Message(role="system", content=SYSTEM_PROMPTS["default"]),
+                    Message(role="system", content=SYSTEM_PROMPTS[prompt]),
                     Message(role="user", content=entry["question"]),
                 ],
                 data_source=f"reasoning_gym/{name}",
@@ -80,11 +95,13 @@ def split_samples(data: Any, split: str, seed: int) -> list[Sample]:
     """The `train` or `eval` samples of `data.reasoning_gym` (see the module docstring)."""
     name = data.reasoning_gym
     options = dict(data.reasoning_gym_options.get(name, {}))
-    train = reasoning_gym_samples(name, options, data.num_train_samples, seed, set())
+    prompt = data.reasoning_gym_prompt
+    train = reasoning_gym_samples(name, options, data.num_train_samples, seed, set(), prompt)
     if split == "train":
         return train
     seen = {s.prompt[-1].content for s in train}
-    return reasoning_gym_samples(name, options, data.num_eval_samples, seed + EVAL_SEED_OFFSET, seen)  # type: ignore[arg-type]
+    eval_seed = seed + EVAL_SEED_OFFSET
+    return reasoning_gym_samples(name, options, data.num_eval_samples, eval_seed, seen, prompt)  # type: ignore[arg-type]
 
 
 def _plain(value: Any) -> Any:

@@ -26,6 +26,14 @@ def test_a_dataset_gives_seeded_training_and_disjoint_held_out_samples():
     assert first.data_source == "reasoning_gym/basic_arithmetic"
 
 
+def test_the_system_prompt_is_the_packages_prompt_of_that_name():
+    from reasoning_gym.utils import SYSTEM_PROMPTS
+
+    cfg = load_config("reasoning_gym", ["data.num_train_samples=2", "data.reasoning_gym_prompt=direct"])
+    assert {s.prompt[0].content for s in run_samples(cfg, "train")} == {SYSTEM_PROMPTS["direct"]}
+    assert {s.prompt[0].content for s in run_samples(cfg, "eval")} == {SYSTEM_PROMPTS["direct"]}
+
+
 def score(sample, reply):
     return reasoning_gym_score(RewardInput(trajectory=Trajectory(), sample=sample, answer=reply))
 
@@ -49,6 +57,7 @@ def test_the_reward_is_the_datasets_own_score_of_the_answer():
         (["data.reasoning_gym=no_such_task"], "reasoning-gym has no dataset 'no_such_task'; its datasets: "),
         (["data.reasoning_gym_options={basic_arithmetic: {bogus: 1}}"], "unexpected keyword argument 'bogus'"),
         (["data.reasoning_gym_options={spell_backward: {}, max_terms: {}}"], "max_terms is no reasoning-gym dataset"),
+        (["data.reasoning_gym_prompt=terse"], "no system prompt 'terse'; its prompts: DeepSeekZero, default, simple"),
     ],
 )
 def test_an_unknown_dataset_or_option_is_reported_at_start(overrides, message):
