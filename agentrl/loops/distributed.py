@@ -79,7 +79,8 @@ class DistributedRolloutManager(JobRunner):
         self.job_retries = 0
         """Jobs sent again after their worker died, since the start."""
         self._reported_retries = 0
-        self._busy: dict[str, float] = {}
+        self._seen: dict[str, dict[str, Any]] = {}
+        """Each worker's stats at the previous `take_metrics` (its counters are totals since it started)."""
 
     async def stream(
         self, samples: list[Sample], n: int | None = None, seed: int | None = None
@@ -118,22 +119,31 @@ class DistributedRolloutManager(JobRunner):
             await asyncio.gather(*slots, return_exceptions=True)
 
     async def take_metrics(self, wall_s: float) -> dict[str, float]:
-        """Since the previous call: `rollout/job_retries`, and `perf/rollout_worker_busy/<worker>` (the share of
-        the worker's slots busy over `wall_s` seconds of rollout); `rollout/live_workers` now."""
+        """Since the previous call: `rollout/job_retries`, the workers' `rollout/worker_server_retries` and
+        `rollout/worker_replica_restarts` (the failovers of the workers' own clients; the driver's own are
+        `rollout/server_retries` and `rollout/replica_restarts`), and `perf/rollout_worker_busy/<worker>` (the
+        share of the worker's slots busy over `wall_s` seconds of rollout); `rollout/live_workers` now."""
         retries, self._reported_retries = self.job_retries - self._reported_retries, self.job_retries
         metrics = {
             "rollout/job_retries": float(retries),
             "rollout/live_workers": float(sum(w.alive for w in self.workers)),
+            "rollout/worker_server_retries": 0.0,
+            "rollout/worker_replica_restarts": 0.0,
         }
         for stat in await self.worker_stats():
-            busy = stat["busy_s"] - self._busy.get(stat["worker"], 0.0)
-            self._busy[stat["worker"]] = stat["busy_s"]
-            share = max(0.0, busy) / (wall_s * self.concurrency) if wall_s else 0.0  # a restarted worker starts at 0
+            seen = self._seen.get(stat["worker"], {})
+            if stat["busy_s"] < seen.get("busy_s", 0.0):  # a restarted worker counts from 0 again
+                seen = {}
+            self._seen[stat["worker"]] = stat
+            busy = stat["busy_s"] - seen.get("busy_s", 0.0)
+            share = busy / (wall_s * self.concurrency) if wall_s else 0.0
             metrics[f"perf/rollout_worker_busy/{stat['worker']}"] = share
+            for key in ("server_retries", "replica_restarts"):
+                metrics[f"rollout/worker_{key}"] += float(stat.get(key, 0) - seen.get(key, 0))
         return metrics
 
     async def worker_stats(self) -> list[dict[str, Any]]:
-        """Each live worker's id, node and busy seconds."""
+        """Each live worker's stats (`RolloutWorker.stats`)."""
         stats = await asyncio.gather(*(w.actor.stats.remote() for w in self.workers if w.alive), return_exceptions=True)
         return [s for s in stats if isinstance(s, dict)]
 

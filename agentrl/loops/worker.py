@@ -50,6 +50,8 @@ class RolloutWorker:
         self._stack: contextlib.AsyncExitStack | None = None
         self._manager: Any = None
         self._client: Any = None
+        self._clients: list[Any] = []
+        """One rollout client per policy (their routers count the failovers)."""
         self.busy_s = 0.0
         """Seconds of trajectory time run so far (summed over concurrent jobs)."""
         self._running: set[asyncio.Task[Any]] = set()
@@ -72,6 +74,7 @@ class RolloutWorker:
             client = rollout_client(urls, self._rollout(policy))
             client.router.on_revive = self._caught_up
             clients[policy] = await stack.enter_async_context(client)
+        self._clients = list(clients.values())
         self._client = clients[None] if None in clients else PolicyClients(clients, self.frozen)
         tokenizer = load_tokenizer(resolve_model(self.cfg.model))
         run_id = f"{self.run_id}-{self.worker_id}" if self.run_id else None
@@ -136,8 +139,16 @@ class RolloutWorker:
             return None
 
     def stats(self) -> dict[str, Any]:
-        """The worker's id, node and busy seconds so far."""
-        return {"worker": self.worker_id, "node": self.node, "busy_s": self.busy_s}
+        """The worker's id, node and busy seconds so far, and its clients' requests sent again after a failed
+        attempt (`server_retries`) and replicas taken back (`replica_restarts`), since it started."""
+        routers = [client.router for client in self._clients]
+        return {
+            "worker": self.worker_id,
+            "node": self.node,
+            "busy_s": self.busy_s,
+            "server_retries": sum(router.retries for router in routers),
+            "replica_restarts": sum(router.revivals for router in routers),
+        }
 
     async def close(self) -> None:
         """Cancel the trajectories still running (each removes its own containers), then stop the sandbox pool,

@@ -128,3 +128,22 @@ async def test_a_lost_result_object_is_a_lost_worker_the_job_runs_again_once(err
     assert sorted(keys) == [(p, k) for p in range(2) for k in range(2)]  # none lost, none twice
     assert all(t.stop_reason is StopReason.DONE for t in out)
     assert (await m.take_metrics(1.0))["rollout/job_retries"] == 1.0
+
+
+async def test_the_workers_failovers_are_counted_per_step() -> None:
+    """Each worker's own client retries requests to a dead replica: the step's metrics count them (the driver's
+    router never sees those requests)."""
+
+    class Retries(FakeWorker):
+        retries = 0
+
+        async def _stats(self) -> dict:
+            return {**await super()._stats(), "server_retries": self.retries, "replica_restarts": 0}
+
+    one, two = Retries("w0"), Retries("w1")
+    m = manager([one, two])
+    one.retries, two.retries = 2, 1
+    assert (await m.take_metrics(1.0))["rollout/worker_server_retries"] == 3.0
+    one.retries = 5  # totals since the worker started: the step reports what is new
+    metrics = await m.take_metrics(1.0)
+    assert metrics["rollout/worker_server_retries"] == 3.0 and metrics["rollout/worker_replica_restarts"] == 0.0
