@@ -15,10 +15,9 @@ setup:
 venv:
 	bash scripts/setup.sh --venv-only
 
-test: setup
-	bash scripts/install_vllm.sh
-	$(MAKE) --no-print-directory docs
-	$(PY) -m pytest tests/unit tests/integration -q --durations=45
+# Prepares what `setup` does (and the vLLM venv, the docs) while the unit tests run: see scripts/test.sh.
+test:
+	bash scripts/test.sh
 
 unit: venv
 	$(PY) -m pytest tests/unit -q

@@ -27,13 +27,14 @@ TOLERANCE = 1e-3
 """Mean |server − recomputed logprob| allowed per segment (fp32 on both sides: ~1e-6 in practice)."""
 
 
-def trained_trajectories(run_dir: Path) -> list[Trajectory]:
-    """The trajectories of every training step (not the held-out evaluations), with their step samples."""
+def trained_trajectories(run_dir: Path, include_failed: bool = False) -> list[Trajectory]:
+    """The trajectories of every training step (not the held-out evaluations), with their step samples; the failed
+    ones (never trained) too with `include_failed`."""
     out = []
     for path in sorted((run_dir / "trajectories").glob("step_*.jsonl.gz")):
         with gzip.open(path, "rt") as f:
             out += [Trajectory.from_json(line) for line in f]
-    return [t for t in out if not t.failed]
+    return [t for t in out if include_failed or not t.failed]
 
 
 def step_metrics(run_dir: Path) -> list[dict]:

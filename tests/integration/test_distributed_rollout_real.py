@@ -92,7 +92,7 @@ async def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(local_ray,
     assert all(check_drift(default_tokenizer, t).kind != "template" for t in out)
 
 
-def test_two_training_steps_of_the_gym_recipe_over_two_workers(local_ray, tmp_path):
+def test_two_training_steps_of_the_gym_recipe_over_two_workers(local_ray, hf_server_url, tmp_path):
     import json
 
     from agentrl.cli import main
@@ -100,6 +100,7 @@ def test_two_training_steps_of_the_gym_recipe_over_two_workers(local_ray, tmp_pa
     args = [
         "train",
         "recipe=gym",
+        f"rollout.urls=[{hf_server_url}]",
         "rollout.workers=2",
         "rollout.num_cpus_per_worker=0.5",
         "trainer.steps=2",

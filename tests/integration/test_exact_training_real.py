@@ -5,8 +5,9 @@ rollout's, and the staleness bound held.
 
 - `hf`, `fully_async`, two rollout workers (Ray actors), temperature 0.7;
 - `vllm`, `sync`, two rollout workers, against the session's vLLM by URL;
-- `hf`, `sync`, two replicas at temperature 1.3, one killed mid-run and restarted, with workers: it takes no
-  worker's traffic before it serves the current weights.
+- `hf`, `sync`, two replicas at temperature 1.3, one killed (SIGKILL) while it generates and restarted, with
+  workers: its requests are sent again to the live replica, every trajectory completes valid, the pushes route
+  around it, and it takes no worker's traffic before it serves the current weights.
 (`vllm`, `fully_async` at temperature 0.7 with pushes while generations are in flight is in test_train_vllm.py.)
 """
 
@@ -18,6 +19,7 @@ import time
 import pytest
 
 from agentrl.cli import main
+from agentrl.loops.drift import check_drift
 from agentrl.rollout.handles import HFServer
 from agentrl.rollout.servers.hf.launch import launch_hf_server
 from agentrl.trainer import checkpoint_dir
@@ -85,6 +87,7 @@ def test_vllm_sync_with_workers(local_ray, vllm_server, default_model_path, tmp_
 def test_hf_sync_two_replicas_one_killed_and_restarted_with_workers(
     local_ray,
     default_model_path,
+    default_tokenizer,
     tmp_path,
 ):
     survivor, victim = two_replicas(default_model_path)
@@ -109,8 +112,15 @@ def test_hf_sync_two_replicas_one_killed_and_restarted_with_workers(
         ]
         assert main([*args, f"output_dir={tmp_path}"]) == 0
         assert killed.result(timeout=300) > 0  # it died with requests in flight
-        assert_exact(tmp_path, default_model_path, max_staleness=0)
-        assert not [t for t in trained_trajectories(tmp_path) if t.error]
+        steps = assert_exact(tmp_path, default_model_path, max_staleness=0)
+        retries = [m["rollout/server_retries"] + m["rollout/worker_server_retries"] for m in steps]
+        print("requests sent again per step (driver + workers):", retries)
+        assert sum(retries) >= 1  # the killed replica's requests were sent again (by the workers' clients)
+        trajectories = trained_trajectories(tmp_path, include_failed=True)
+        assert len(trajectories) == 8 * 3 and not [t for t in trajectories if t.failed or t.error]
+        # the tokens are the conversation's: sampled text may tokenize differently from how the tokenizer would
+        # encode it (benign, "tokenization"), but no turn's tokens differ from its messages
+        assert all(check_drift(default_tokenizer, t).kind != "template" for t in trajectories)
         assert restarted and HFServer(restarted[0].url).served_version() == 3  # caught up, took the last push
     finally:
         for server in (survivor, victim, *restarted):
