@@ -103,7 +103,7 @@ async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
     from agentrl.config.run_dir import output_dir
     from agentrl.loops.session import rollout_session
     from agentrl.models import load_tokenizer, resolve_model
-    from agentrl.rewards.pipeline import RewardPipeline
+    from agentrl.rewards.policy_rewards import reward_pipeline
 
     samples = run_samples(cfg, opts.split)[: opts.limit]
     if not samples:
@@ -113,7 +113,7 @@ async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
     chat = opts.base_url is not None
     model_path = resolve_model(opts.tokenizer if chat else cfg.model)
     tokenizer = load_tokenizer(model_path)
-    rewards = RewardPipeline(cfg.reward)
+    rewards = reward_pipeline(cfg)
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
     async with (

@@ -17,7 +17,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
 from agentrl.errors import UserError
 from agentrl.loops.session import rollout_session
-from agentrl.rewards.pipeline import RewardPipeline
+from agentrl.rewards.policy_rewards import reward_pipeline
 from agentrl.types import Sample, Trajectory
 
 
@@ -47,7 +47,7 @@ async def _rollout(cfg: AgentRLConfig) -> Path:
     out = output_dir(cfg, "rollout")
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
-    rewards = RewardPipeline(cfg.reward)
+    rewards = reward_pipeline(cfg)
     trajectories: list[Trajectory] = []
     started = time.perf_counter()
     async with (

@@ -410,6 +410,11 @@ class PolicyConfig(_Section):
     rollout: dict[str, Any] = Field(
         default_factory=dict, description="this policy's server settings over the run's (backend, urls, replicas...)"
     )
+    reward: RewardConfig | None = Field(
+        None,
+        description="this policy's own reward (components, function), scoring its own last reply; None: the reward "
+        "the loop assigns it, else the episode's",
+    )
 
 
 class AgentRLConfig(_Section):

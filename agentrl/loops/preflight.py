@@ -41,9 +41,20 @@ def episode_problems(cfg: AgentRLConfig) -> list[str]:
         *_policy_rollout_problems(cfg),
         *tool_problems(cfg.tools),
         *reward_problems(cfg.reward),
+        *_policy_reward_problems(cfg),
         *_env_problems(cfg),
         *data_problems(cfg),
         *tree_problems(cfg),
+    ]
+
+
+def _policy_reward_problems(cfg: AgentRLConfig) -> list[str]:
+    """Each policy's own reward section (`policies.X.reward`), checked as the run's is."""
+    return [
+        f"policies.{name}.reward: {p}"
+        for name, policy in cfg.policies.items()
+        if policy.reward is not None
+        for p in reward_problems(policy.reward)
     ]
 
 

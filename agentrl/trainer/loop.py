@@ -24,7 +24,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.data import run_samples
 from agentrl.errors import InfrastructureError, TooManyFailuresError
 from agentrl.loops.session import rollout_session
-from agentrl.rewards.pipeline import RewardPipeline
+from agentrl.rewards.policy_rewards import reward_pipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
 from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch, empty_count
@@ -75,7 +75,7 @@ class Trainer:
         self.out = output_dir(cfg, "train")
         self.train_samples = run_samples(cfg, "train")
         self.eval_samples = run_samples(cfg, "eval")
-        self.rewards = RewardPipeline(cfg.reward)
+        self.rewards = reward_pipeline(cfg)
         rise = ENTROPY_RISE_RATIO if cfg.trainer.entropy_coef > 0 else 0.0
         self.collapse = CollapseMonitor(cfg.trainer.collapse_warn_ratio, rise_ratio=rise)
         self.version = 0

@@ -85,13 +85,15 @@ def test_one_policy_plays_both_roles(hf_server_url, tmp_path):
 
 def test_a_frozen_policy_serves_but_never_learns(hf_server_url, tmp_path):
     """The guesser is frozen (an opponent or a judge): the shared server gets its model's weights once and its
-    replies are context; only the describer trains and is saved."""
+    replies are context; only the describer trains and is saved, here on a reward section of its own (a one-word
+    clue) instead of the game's outcome."""
     metrics = run(
         tmp_path,
         "trainer.steps=2",
         "trainer.save_every=2",
         "policies.guesser.trainable=false",
         f"policies.guesser.rollout.urls=[{hf_server_url}]",
+        "policies.describer.reward={components: [{name: one_word, type: brevity, max_words: 1}]}",
     )
     assert not any(k.startswith("train/guesser") for m in metrics for k in m)
     assert any(m["train/describer/tokens"] > 0 for m in metrics)
@@ -101,6 +103,9 @@ def test_a_frozen_policy_serves_but_never_learns(hf_server_url, tmp_path):
         guesser = [s for st in traj.step_samples() for s in st.segments if s.policy == "guesser"]
         guesser += [s for s in traj.segments if s.policy == "guesser"]
         assert guesser and not any(s.trainable for s in guesser) and all(s.policy_version == 0 for s in guesser)
+        words = traj.reward_details["describer/one_word"]["words"]  # the describer's own last reply, scored alone
+        one_word = min(1.0, 1 / words) if words else 0.0
+        assert traj.policy_rewards["describer"] == traj.reward_components["describer/one_word"] == one_word
 
 
 def test_two_models_train_fully_async_over_two_rollout_workers(local_ray, hf_server_url, tmp_path):

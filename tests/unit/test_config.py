@@ -125,7 +125,7 @@ def test_cli_help_for_each_command(capsys):
         ("verifiers", "# environment: verifiers environment '"),
         ("openenv", "# environment: OpenEnv environment '"),
         ("textarena", "# environment: TextArena game 'GuessTheNumber-v0'"),
-        ("reasoning_gym", "# environment: reasoning-gym dataset 'basic_arithmetic'"),
+        ("reasoning_gym", "# environment: reasoning-gym dataset 'chain_sum'"),
         ("gym", "# environment: Gymnasium environment "),
         ("harbor", "# environment: Harbor task folders "),
     ],

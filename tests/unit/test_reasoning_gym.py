@@ -23,7 +23,7 @@ def test_a_dataset_gives_seeded_training_and_disjoint_held_out_samples():
     first = train[0]
     assert first.prompt[0].role == "system" and "<answer>" in first.prompt[0].content
     assert first.extra_info["reasoning_gym_entry"]["answer"] == first.ground_truth
-    assert first.data_source == "reasoning_gym/basic_arithmetic"
+    assert first.data_source == "reasoning_gym/chain_sum"
 
 
 def test_the_system_prompt_is_the_packages_prompt_of_that_name():
@@ -46,7 +46,7 @@ def test_the_reward_is_the_datasets_own_score_of_the_answer():
     right = f"Thinking... <answer>{sample.ground_truth}</answer>"
     assert score(sample, right).score == 1.0
     entry = sample.extra_info["reasoning_gym_entry"]
-    theirs = reasoning_gym.get_score_answer_fn("basic_arithmetic")(answer="12345", entry=entry)
+    theirs = reasoning_gym.get_score_answer_fn("chain_sum")(answer="12345", entry=entry)
     assert score(sample, "<answer>12345</answer>").score == theirs < 1.0
     assert score(sample, str(sample.ground_truth)).score == 1.0  # no tags: the whole reply is the answer
 
@@ -55,7 +55,7 @@ def test_the_reward_is_the_datasets_own_score_of_the_answer():
     ("overrides", "message"),
     [
         (["data.reasoning_gym=no_such_task"], "reasoning-gym has no dataset 'no_such_task'; its datasets: "),
-        (["data.reasoning_gym_options={basic_arithmetic: {bogus: 1}}"], "unexpected keyword argument 'bogus'"),
+        (["data.reasoning_gym_options={chain_sum: {bogus: 1}}"], "unexpected keyword argument 'bogus'"),
         (["data.reasoning_gym_options={spell_backward: {}, max_terms: {}}"], "max_terms is no reasoning-gym dataset"),
         (["data.reasoning_gym_prompt=terse"], "no system prompt 'terse'; its prompts: DeepSeekZero, default, simple"),
     ],
