@@ -72,7 +72,9 @@ def last_reply_view(traj: Trajectory, policy: str, default: str) -> Trajectory |
         assistant = [i for i, m in enumerate(step.messages) if m.role == "assistant"]
         for index, name in zip(reversed(assistant), reversed(replies), strict=False):
             if name == policy:
-                return step.model_copy(update={"messages": step.messages[: index + 1], "earlier_steps": []})
+                cut = {"messages": step.messages[: index + 1], "earlier_steps": []}
+                # a copy shares the step's dicts, and scoring writes into them: fresh ones keep the episode's own
+                return step.model_copy(update={**cut, "reward": None, "reward_components": {}, "reward_details": {}})
     return None
 
 

@@ -62,6 +62,20 @@ def test_each_policy_with_its_own_reward_is_scored_on_its_last_reply():
     assert policy_view(traj, "describer", "describer").reward == 1.0  # what the describer trains on
 
 
+def test_a_policy_scored_in_the_episodes_own_conversation_leaves_the_episodes_reward_alone():
+    """The guesser's last reply is in the trajectory's own conversation, and its component has the name of one of
+    the episode's: each keeps its own."""
+    cfg = load_config(
+        "quickstart",
+        ["policies={describer: {}, guesser: {reward: {components: [{name: exact, type: brevity, max_words: 3}]}}}"],
+    )
+    traj = game()
+    reward_pipeline(cfg).score(traj, Sample(prompt=[Message(role="user", content="x")], ground_truth="car"))
+    assert traj.reward_components["exact"] == 0.0 and traj.reward == pytest.approx(0.2)  # "apple" is not "car"
+    assert traj.reward_components["guesser/exact"] == 1.0 and traj.policy_rewards["guesser"] == 1.0
+    assert traj.reward_details["exact"] != traj.reward_details["guesser/exact"]
+
+
 def test_the_last_reply_is_found_by_policy_in_a_shared_conversation():
     shared = Trajectory(
         messages=[
