@@ -33,11 +33,34 @@ async def rollout_servers(cfg: AgentRLConfig, model_path: str) -> AsyncIterator[
     handles: list[RolloutServer] = []
     try:
         for _ in range(cfg.rollout.num_replicas):
-            handles.append(await asyncio.to_thread(launch_server, cfg, model_path))
+            handles.append(await _launch(cfg, model_path))
         yield handles
     finally:
         for h in handles:
             h.stop()
+
+
+async def _launch(cfg: AgentRLConfig, model_path: str) -> RolloutServer:
+    """`launch_server` in a worker thread. Cancelling the wait (Ctrl-C, SIGTERM during a start) cannot stop the
+    thread, which goes on to start the server and hand it to nobody: the server it starts is then stopped, here
+    or by the thread itself, whichever comes second (an orphan otherwise outlived `agentrl train`)."""
+    started: list[RolloutServer] = []
+    abandoned = threading.Event()
+
+    def start() -> RolloutServer:
+        handle = launch_server(cfg, model_path)
+        started.append(handle)
+        if abandoned.is_set():
+            handle.stop()
+        return handle
+
+    try:
+        return await asyncio.to_thread(start)
+    except BaseException:
+        abandoned.set()
+        for handle in started:
+            handle.stop()
+        raise
 
 
 def serve_from_overrides(overrides: list[str]) -> int:
