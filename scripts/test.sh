@@ -3,26 +3,42 @@
 # the docs build). The unit tests need only the Python environment, so they run while the rest is prepared beside
 # them (Docker engine, sandbox images, model, browser, vLLM venv, docs): on a fresh machine, as in CI, that overlap
 # saves the unit suite's minutes. What the preparation printed is shown when it ends; the integration tests start
-# then. Both suites run whatever the other's result; the exit status is the first failure's.
+# then. Both suites run whatever the other's result (but Ctrl-C stops everything); the exit status is the unit
+# suite's if it failed, else the preparation's or the integration suite's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=.venv/bin/python
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
 
 bash scripts/setup.sh --venv-only
+# setup's root steps run in the background, where sudo could not ask for a password
+[ "$(id -u)" -eq 0 ] || sudo -v
 
 prepare_log="$(mktemp -t agentrl-prepare.XXXXXX)"
-{ bash scripts/setup.sh && bash scripts/install_vllm.sh && make --no-print-directory docs; } >"$prepare_log" 2>&1 &
+# a session of its own, so that Ctrl-C here can stop all of it (the Docker engine it starts has its own)
+setsid bash -c 'bash scripts/setup.sh && bash scripts/install_vllm.sh && make --no-print-directory docs' \
+  >"$prepare_log" 2>&1 &
 prepare=$!
+stop_preparing() {
+  kill -- -"$prepare" 2>/dev/null || true
+  echo "stopped; what the preparation printed: $prepare_log" >&2
+}
+trap 'stop_preparing; exit 130' INT TERM
 printf '\033[1m==> unit tests (Docker, images, model, vLLM and docs are prepared beside them: %s)\033[0m\n' "$prepare_log"
 unit=0
 "$PY" -m pytest tests/unit -q || unit=$?
+if [ "$unit" -eq 2 ]; then # pytest's "interrupted" (Ctrl-C): stop here too
+  stop_preparing
+  exit 2
+fi
 
 prepared=0
 wait "$prepare" || prepared=$?
-cat "$prepare_log"
+trap - INT TERM
+cat "$prepare_log" && rm -f "$prepare_log"
 if [ "$prepared" -ne 0 ]; then
   echo "error: preparing the integration tests failed (exit $prepared): see the output above" >&2
+  [ "$unit" -ne 0 ] && exit "$unit"
   exit "$prepared"
 fi
 

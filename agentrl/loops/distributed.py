@@ -132,14 +132,14 @@ class DistributedRolloutManager(JobRunner):
         }
         for stat in await self.worker_stats():
             seen = self._seen.get(stat["worker"], {})
-            if stat["busy_s"] < seen.get("busy_s", 0.0):  # a restarted worker counts from 0 again
+            if stat.get("life") != seen.get("life"):  # a restarted worker counts from 0 again
                 seen = {}
             self._seen[stat["worker"]] = stat
-            busy = stat["busy_s"] - seen.get("busy_s", 0.0)
+            busy = max(0.0, stat["busy_s"] - seen.get("busy_s", 0.0))
             share = busy / (wall_s * self.concurrency) if wall_s else 0.0
             metrics[f"perf/rollout_worker_busy/{stat['worker']}"] = share
             for key in ("server_retries", "replica_restarts"):
-                metrics[f"rollout/worker_{key}"] += float(stat.get(key, 0) - seen.get(key, 0))
+                metrics[f"rollout/worker_{key}"] += float(max(0, stat.get(key, 0) - seen.get(key, 0)))
         return metrics
 
     async def worker_stats(self) -> list[dict[str, Any]]:

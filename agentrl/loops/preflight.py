@@ -49,13 +49,19 @@ def episode_problems(cfg: AgentRLConfig) -> list[str]:
 
 
 def _policy_reward_problems(cfg: AgentRLConfig) -> list[str]:
-    """Each policy's own reward section (`policies.X.reward`), checked as the run's is."""
-    return [
-        f"policies.{name}.reward: {p}"
-        for name, policy in cfg.policies.items()
-        if policy.reward is not None
-        for p in reward_problems(policy.reward)
-    ]
+    """Each policy's own reward section (`policies.X.reward`), checked as the run's is; an empty one would score
+    every reply 0."""
+    problems = []
+    for name, policy in cfg.policies.items():
+        if policy.reward is None:
+            continue
+        if not policy.reward.components and not policy.reward.function:
+            problems.append(
+                f"policies.{name}.reward has no components: give it reward components, or remove it so that the "
+                "policy gets the reward its loop assigns it (else the episode's)"
+            )
+        problems += [f"policies.{name}.reward: {p}" for p in reward_problems(policy.reward)]
+    return problems
 
 
 def _policy_rollout_problems(cfg: AgentRLConfig) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from typing import Any
 
 from agentrl.config.policies import policy_config
@@ -54,6 +55,8 @@ class RolloutWorker:
         """One rollout client per policy (their routers count the failovers)."""
         self.busy_s = 0.0
         """Seconds of trajectory time run so far (summed over concurrent jobs)."""
+        self.life = uuid.uuid4().hex
+        """This start of the worker: a restarted actor counts from 0 again under a new one."""
         self._running: set[asyncio.Task[Any]] = set()
         self._versions: dict[str, int] = {}
         """The newest policy version of each replica at any of this worker's jobs (see `_caught_up`)."""
@@ -140,10 +143,12 @@ class RolloutWorker:
 
     def stats(self) -> dict[str, Any]:
         """The worker's id, node and busy seconds so far, and its clients' requests sent again after a failed
-        attempt (`server_retries`) and replicas taken back (`replica_restarts`), since it started."""
+        attempt (`server_retries`) and replicas taken back (`replica_restarts`, counted by each worker that sees it),
+        since this start of it (`life`)."""
         routers = [client.router for client in self._clients]
         return {
             "worker": self.worker_id,
+            "life": self.life,
             "node": self.node,
             "busy_s": self.busy_s,
             "server_retries": sum(router.retries for router in routers),

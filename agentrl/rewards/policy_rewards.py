@@ -2,10 +2,11 @@
 
 With several policies, a loop can assign each role its outcome itself (`Trajectory.policy_rewards`); a policy
 with a reward section of its own is instead scored by that section's components on its own last reply: the
-conversation (step sample) in which it last replied, cut after that reply, so that `final_answer` and every rule
-see what that policy said and what it had seen. Its score replaces what the loop assigned it, and its components
-are recorded as `<policy>/<component>` in `reward_components` and `reward_details` (the viewer and the report show
-them). A policy that replied nowhere in an episode gets no reward of its own there (the episode's stands).
+conversation (step sample) in which it last replied, its messages cut after that reply, so that `final_answer` and
+the rules that read messages see what that policy said and what it had seen. Its score replaces what the loop
+assigned it, and its components are recorded as `<policy>/<component>` in `reward_components` and
+`reward_details` (the viewer and the report show them). A policy that replied nowhere in an episode gets no reward
+of its own there (the loop's, else the episode's, stands).
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def last_reply_view(traj: Trajectory, policy: str, default: str) -> Trajectory |
     """The conversation in which `policy` last replied, cut after that reply (None: it replied nowhere).
 
     A reply is a run of generated segments of one policy (a frozen policy's too); the k-th reply from the end of a
-    step sample is its k-th assistant message from the end."""
+    step sample is its k-th assistant message from the end. Only the messages are cut: the view's segments, metrics
+    and stop reason are still the whole conversation's."""
     for step in reversed([*traj.earlier_steps, traj]):
         replies = _reply_policies(step, default)
         assistant = [i for i, m in enumerate(step.messages) if m.role == "assistant"]
@@ -74,7 +76,9 @@ def last_reply_view(traj: Trajectory, policy: str, default: str) -> Trajectory |
             if name == policy:
                 cut = {"messages": step.messages[: index + 1], "earlier_steps": []}
                 # a copy shares the step's dicts, and scoring writes into them: fresh ones keep the episode's own
-                return step.model_copy(update={**cut, "reward": None, "reward_components": {}, "reward_details": {}})
+                fresh = {"reward": None, "reward_components": {}, "reward_details": {}, "policy_rewards": {}}
+                own = {"metadata": dict(step.metadata), "metrics": dict(step.metrics)}
+                return step.model_copy(update={**cut, **fresh, **own})
     return None
 
 
@@ -83,7 +87,7 @@ def _reply_policies(step: Trajectory, default: str) -> list[str]:
     out: list[str] = []
     in_reply, current = False, None
     for seg in step.segments:
-        if seg.logprobs is None:
+        if not (seg.trainable or seg.logprobs is not None):  # generated: trained, or a frozen policy's reply
             in_reply = False
             continue
         name = seg.policy or default

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -15,6 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig
 from agentrl.rollout.handles import RolloutServer, connect_server, launch_server
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.asynccontextmanager
@@ -42,24 +45,33 @@ async def rollout_servers(cfg: AgentRLConfig, model_path: str) -> AsyncIterator[
 
 async def _launch(cfg: AgentRLConfig, model_path: str) -> RolloutServer:
     """`launch_server` in a worker thread. Cancelling the wait (Ctrl-C, SIGTERM during a start) cannot stop the
-    thread, which goes on to start the server and hand it to nobody: the server it starts is then stopped, here
-    or by the thread itself, whichever comes second (an orphan otherwise outlived `agentrl train`)."""
+    thread, which goes on to start the server and hand it to nobody: the server it starts is then stopped, here if
+    it is up already, else by the thread once it is (exactly one of them stops it; an orphan otherwise outlived
+    `agentrl train`)."""
+    handover = threading.Lock()
     started: list[RolloutServer] = []
-    abandoned = threading.Event()
+    abandoned: list[bool] = []
 
     def start() -> RolloutServer:
         handle = launch_server(cfg, model_path)
-        started.append(handle)
-        if abandoned.is_set():
-            handle.stop()
+        with handover:
+            if not abandoned:
+                started.append(handle)
+                return handle
+        handle.stop()
         return handle
 
     try:
         return await asyncio.to_thread(start)
     except BaseException:
-        abandoned.set()
-        for handle in started:
-            handle.stop()
+        with handover:
+            abandoned.append(True)
+            orphans = list(started)
+        for handle in orphans:
+            try:
+                handle.stop()
+            except Exception as exc:  # the interruption is what the caller must see
+                logger.warning("could not stop a rollout server started for a stopped run: %s", exc)
         raise
 
 

@@ -135,10 +135,10 @@ async def test_the_workers_failovers_are_counted_per_step() -> None:
     router never sees those requests)."""
 
     class Retries(FakeWorker):
-        retries = 0
+        retries, life = 0, "first"
 
         async def _stats(self) -> dict:
-            return {**await super()._stats(), "server_retries": self.retries, "replica_restarts": 0}
+            return {**await super()._stats(), "life": self.life, "server_retries": self.retries, "replica_restarts": 0}
 
     one, two = Retries("w0"), Retries("w1")
     m = manager([one, two])
@@ -147,3 +147,5 @@ async def test_the_workers_failovers_are_counted_per_step() -> None:
     one.retries = 5  # totals since the worker started: the step reports what is new
     metrics = await m.take_metrics(1.0)
     assert metrics["rollout/worker_server_retries"] == 3.0 and metrics["rollout/worker_replica_restarts"] == 0.0
+    one.life, one.retries = "second", 1  # Ray restarted it: it counts from 0 again
+    assert (await m.take_metrics(1.0))["rollout/worker_server_retries"] == 1.0

@@ -98,6 +98,9 @@ def test_the_last_reply_is_found_by_policy_in_a_shared_conversation():
     assert last_reply_view(shared, "a", "a").messages[-1].content == "a2"
     assert last_reply_view(shared, "b", "a").messages[-1].content == "b2"
     assert last_reply_view(shared, "c", "a") is None  # replied nowhere
+    no_logprobs = [s.model_copy(update={"logprobs": None}) if s.trainable else s for s in shared.segments]
+    chat = shared.model_copy(update={"segments": no_logprobs})  # a chat API's replies (agentrl eval) have none
+    assert last_reply_view(chat, "a", "a").messages[-1].content == "a2"
 
 
 def test_a_policy_that_replied_nowhere_keeps_what_the_loop_gave_it():
@@ -116,5 +119,7 @@ def test_without_policy_rewards_the_run_has_its_one_pipeline():
 def test_a_bad_policy_reward_is_reported_at_start():
     cfg = load_config("quickstart", ["policies={a: {reward: {components: [{name: x, type: nope}]}}, b: {}}"])
     assert any(p.startswith("policies.a.reward: ") and "nope" in p for p in episode_problems(cfg))
+    empty = load_config("quickstart", ["policies={a: {reward: {}}, b: {}}"])
+    assert any(p.startswith("policies.a.reward has no components") for p in episode_problems(empty))
     with pytest.raises(ConfigError, match="policies.a.reward.weights"):
         load_config("quickstart", ["policies={a: {reward: {weights: 1}}}"])
