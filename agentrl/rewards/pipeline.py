@@ -71,8 +71,6 @@ class RewardPipeline:
         self, trajectories: Sequence[Trajectory], samples: Sequence[Sample], sandboxes: Sequence[Any] | None = None
     ) -> list[float]:
         """Sync `ascore_batch`."""
-        if not self.components:
-            return [self._keep_loop_reward(t) for t in trajectories]
         return run_sync(self.ascore_batch(trajectories, samples, sandboxes))
 
     async def ascore(self, trajectory: Trajectory, sample: Sample, sandbox: Any = None) -> float:

@@ -27,13 +27,6 @@ class PolicyRewards(RewardPipeline):
         self.default_policy = next(iter(cfg.policies))
         self.by_policy = {name: RewardPipeline(p.reward) for name, p in cfg.policies.items() if p.reward is not None}
 
-    def score_batch(
-        self, trajectories: Sequence[Trajectory], samples: Sequence[Sample], sandboxes: Sequence[Any] | None = None
-    ) -> list[float]:
-        from agentrl.rewards.aio import run_sync
-
-        return run_sync(self.ascore_batch(trajectories, samples, sandboxes))
-
     async def ascore_batch(
         self, trajectories: Sequence[Trajectory], samples: Sequence[Sample], sandboxes: Sequence[Any] | None = None
     ) -> list[float]:

@@ -19,24 +19,23 @@ def reply(ids, policy, trainable=True):
     return Segment(token_ids=ids, trainable=trainable, logprobs=[-0.1] * len(ids), policy=policy)
 
 
+def chat(*turns: tuple[str, str]) -> list[Message]:
+    """Messages from (role, content) pairs."""
+    return [Message(role=role, content=content) for role, content in turns]
+
+
 def game() -> Trajectory:
     """The describer's own conversation (an earlier step), then the guesser's; in the guesser's, the describer's
     clue arrives as a user message."""
     describer = Trajectory(
-        messages=[
-            Message(role="user", content="Describe: apple"),
-            Message(role="assistant", content="fruit red round"),
-            Message(role="user", content="Shorter"),
-            Message(role="assistant", content="fruit"),
-        ],
+        messages=chat(
+            ("user", "Describe: apple"), ("assistant", "fruit red round"), ("user", "Shorter"), ("assistant", "fruit")
+        ),
         segments=[prompt([1]), reply([10, 11, 12], "describer"), prompt([2]), reply([13], "describer")],
     )
     return Trajectory(
         group_id="g",
-        messages=[
-            Message(role="user", content="Clue: fruit. Pick: apple, car"),
-            Message(role="assistant", content="apple"),
-        ],
+        messages=chat(("user", "Clue: fruit. Pick: apple, car"), ("assistant", "apple")),
         segments=[prompt([3]), reply([20], "guesser")],
         earlier_steps=[describer],
         reward=0.5,
@@ -78,14 +77,14 @@ def test_a_policy_scored_in_the_episodes_own_conversation_leaves_the_episodes_re
 
 def test_the_last_reply_is_found_by_policy_in_a_shared_conversation():
     shared = Trajectory(
-        messages=[
-            Message(role="user", content="start"),
-            Message(role="assistant", content="a1"),
-            Message(role="assistant", content="b1"),
-            Message(role="user", content="go on"),
-            Message(role="assistant", content="a2"),
-            Message(role="assistant", content="b2"),
-        ],
+        messages=chat(
+            ("user", "start"),
+            ("assistant", "a1"),
+            ("assistant", "b1"),
+            ("user", "go on"),
+            ("assistant", "a2"),
+            ("assistant", "b2"),
+        ),
         segments=[
             prompt([1]),
             reply([10], "a"),
@@ -99,8 +98,8 @@ def test_the_last_reply_is_found_by_policy_in_a_shared_conversation():
     assert last_reply_view(shared, "b", "a").messages[-1].content == "b2"
     assert last_reply_view(shared, "c", "a") is None  # replied nowhere
     no_logprobs = [s.model_copy(update={"logprobs": None}) if s.trainable else s for s in shared.segments]
-    chat = shared.model_copy(update={"segments": no_logprobs})  # a chat API's replies (agentrl eval) have none
-    assert last_reply_view(chat, "a", "a").messages[-1].content == "a2"
+    from_chat_api = shared.model_copy(update={"segments": no_logprobs})  # a chat API's replies (agentrl eval) have none
+    assert last_reply_view(from_chat_api, "a", "a").messages[-1].content == "a2"
 
 
 def test_a_policy_that_replied_nowhere_keeps_what_the_loop_gave_it():
