@@ -75,6 +75,11 @@ class RolloutConfig(_Section):
     replica_resources: dict[str, float] = Field(
         default_factory=dict, description="placement=ray: custom Ray resources each server actor needs"
     )
+    lora_adapter: str | None = Field(
+        None,
+        description="serve the policy as a LoRA adapter of this name over the hf server's model (trainer.lora_rank > "
+        "0): requests name it as their model and each push sends the adapter alone; set for you by policies.X.lora_of",
+    )
     workers: int = Field(
         0, ge=0, description="rollout worker actors on the Ray cluster running the agent loops; 0: all in this process"
     )
@@ -404,6 +409,11 @@ class LoggingConfig(_Section):
 class PolicyConfig(_Section):
     model: str | None = Field(None, description="this policy's model; None: the run's `model`")
     trainable: bool = Field(True, description="false: the policy serves but never learns (an opponent, a judge)")
+    lora_of: str | None = Field(
+        None,
+        description="a frozen policy whose hf servers serve this one as a LoRA adapter (trainer.lora_rank > 0): "
+        "several policies for one base model's memory",
+    )
     trainer: dict[str, Any] = Field(
         default_factory=dict, description="this policy's trainer settings over the run's (lr, loss, advantage, KL...)"
     )

@@ -88,24 +88,40 @@ class ServedPolicy:
 async def serve_policies(cfg: AgentRLConfig) -> AsyncIterator[tuple[TokenGenerator, list[ServedPolicy]]]:
     """Start (or connect to) every policy's rollout servers, each with its client, and yield the loops' generator
     (the one policy's client, or a `PolicyClients` of all of them) with each policy's servers. `agentrl train`,
-    `rollout`, `eval` and the gateway all serve their policies here; the servers started are stopped after."""
+    `rollout`, `eval` and the gateway all serve their policies here; the servers started are stopped after. A LoRA
+    adapter policy (`lora_of`) starts no server: its client asks its base's servers for the adapter."""
     from agentrl.models import resolve_model
     from agentrl.rollout.client import rollout_client
     from agentrl.rollout.serve import rollout_servers
 
-    served = []
+    served: dict[str, ServedPolicy] = {}
+    names = policy_names(cfg)
+    adapters = [name for name in names if cfg.policies.get(name) and cfg.policies[name].lora_of]
     async with contextlib.AsyncExitStack() as stack:
-        for name in policy_names(cfg):
+        for name in [n for n in names if n not in adapters] + adapters:  # an adapter's base is served first
             own = policy_config(cfg, name)
             model_path = resolve_model(own.model)
-            servers = await stack.enter_async_context(rollout_servers(own, model_path))
+            if name in adapters:
+                servers = _adapter_servers(served[cfg.policies[name].lora_of].servers, own)  # type: ignore[index]
+            else:
+                servers = await stack.enter_async_context(rollout_servers(own, model_path))
+                servers = _adapter_servers(servers, own) if own.rollout.lora_adapter else servers
             client = await stack.enter_async_context(rollout_client([s.url for s in servers], own.rollout))
-            served.append(ServedPolicy(name, own, model_path, servers, client))
+            served[name] = ServedPolicy(name, own, model_path, servers, client)
+        in_order = [served[name] for name in names]
         if not cfg.policies:
-            yield served[0].client, served
+            yield in_order[0].client, in_order
         else:
             frozen = {name for name, policy in cfg.policies.items() if not policy.trainable}
-            yield PolicyClients({p.name: p.client for p in served}, frozen), served
+            yield PolicyClients({p.name: p.client for p in in_order}, frozen), in_order
+
+
+def _adapter_servers(base: list[Any], own: AgentRLConfig) -> list[Any]:
+    """An adapter policy's handles on its base policy's `hf` servers (`policies.X.lora_of`)."""
+    from agentrl.rollout.handles import AdapterServer
+
+    assert own.rollout.lora_adapter is not None
+    return [AdapterServer(server, own.rollout.lora_adapter, own.trainer.lora_alpha) for server in base]
 
 
 __all__ = ["PolicyClients", "ServedPolicy", "UnknownPolicyError", "client_for", "learns", "serve_policies"]

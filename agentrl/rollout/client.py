@@ -332,12 +332,13 @@ class LLMClient:
 
 def rollout_client(urls: list[str], rollout: RolloutConfig) -> LLMClient:
     """A client of the servers at `urls` with the settings of `rollout` (timeout, health checks, the backend's
-    generation route)."""
+    generation route; a LoRA adapter's requests name it as their model)."""
     return LLMClient(
         urls,
         timeout=rollout.request_timeout_s,
         health_interval=rollout.health_check_interval_s,
         api=client_api(rollout.backend),
+        model=rollout.lora_adapter or "",
     )
 
 

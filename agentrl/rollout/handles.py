@@ -69,9 +69,17 @@ class HFServer(ManagedServer):
         """Whether the server reads files this process writes (None: not asked yet)."""
 
     def update_weights(
-        self, weights: Any, version: int, in_flight: InFlight = "finish", timeout: float = 600.0
+        self,
+        weights: Any,
+        version: int,
+        in_flight: InFlight = "finish",
+        timeout: float = 600.0,
+        *,
+        adapter: str | None = None,
+        lora_alpha: float = 16.0,
     ) -> None:
-        """Load the safetensors file `weights` into the server, by path when it can read it, else uploaded.
+        """Load the safetensors file `weights` into the server, by path when it can read it, else uploaded; with
+        `adapter`, the file holds that LoRA adapter's tensors (see `AdapterServer`).
 
         Raises:
             httpx.HTTPError: the server could not be reached, refused the update, or serves another version.
@@ -81,18 +89,20 @@ class HFServer(ManagedServer):
         path = Path(weights)
         if self.shares_files is None:
             self.shares_files = self._reads_our_files(path.parent, timeout)
-        if self.shares_files:
-            served = push_weights(self.base_url, version, path=str(path), in_flight=in_flight, timeout=timeout)
-        else:
-            data = path.read_bytes()
-            served = push_weights(self.base_url, version, state=data, in_flight=in_flight, timeout=timeout)
+        source: dict[str, Any] = {"path": str(path)} if self.shares_files else {"state": path.read_bytes()}
+        lora = {"adapter": adapter, "lora_alpha": lora_alpha}
+        served = push_weights(self.base_url, version, in_flight=in_flight, timeout=timeout, **source, **lora)
         if served != version:
             raise httpx.HTTPError(f"{self.base_url} serves version {served} after an update to {version}")
-        self.policy_version = version
+        if adapter is None:
+            self.policy_version = version
 
-    def served_version(self) -> int | None:
-        """The version the server reports (`GET /v1/weights/version`)."""
-        answer = httpx.get(f"{self.base_url}/v1/weights/version", timeout=10.0)
+    def served_version(self, adapter: str | None = None) -> int | None:
+        """The version the server (or its LoRA `adapter`: None when not loaded) reports (`GET /v1/weights/version`)."""
+        params = {"adapter": adapter} if adapter else {}
+        answer = httpx.get(f"{self.base_url}/v1/weights/version", params=params, timeout=10.0)
+        if adapter and answer.status_code == 404:
+            return None
         answer.raise_for_status()
         return int(answer.json()["policy_version"])
 
@@ -108,6 +118,47 @@ class HFServer(ManagedServer):
             return bool(answer.json().get("readable"))
         finally:
             probe.unlink(missing_ok=True)
+
+
+class AdapterServer:
+    """A LoRA adapter's view of an `hf` server that serves it over its base model (`policies.X.lora_of`): weights
+    pushed through it are the adapter's, its version is the adapter's. The server belongs to the base's policy,
+    which stops it."""
+
+    backend = "hf"
+    weights_via = "file"
+
+    def __init__(self, server: HFServer, adapter: str, lora_alpha: float):
+        self.server, self.adapter, self.lora_alpha = server, adapter, lora_alpha
+        self.policy_version = 0
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def model_path(self) -> str | None:
+        return self.server.model_path
+
+    def update_weights(
+        self, weights: Any, version: int, in_flight: InFlight = "finish", timeout: float = 600.0
+    ) -> None:
+        """Load the adapter's tensors (a safetensors file) and serve them as the adapter's `version`."""
+        options = {"adapter": self.adapter, "lora_alpha": self.lora_alpha}
+        self.server.update_weights(weights, version, in_flight, timeout, **options)
+        self.policy_version = version
+
+    def served_version(self) -> int | None:
+        return self.server.served_version(self.adapter)
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        return self.server.healthy(timeout)
+
+    def stop(self) -> None:
+        """Nothing: the base policy's server is stopped with it."""
+
+    def abort(self, timeout: float = 30.0) -> int:
+        return self.server.abort(timeout)
 
 
 def server_dtype(cfg: AgentRLConfig, has_gpu: bool | None = None) -> str:

@@ -107,6 +107,10 @@ class WeightUpdateRequest(BaseModel):
     path: str
     version: int
     in_flight: Literal["finish", "abort"] = "finish"
+    adapter: str | None = None
+    """A LoRA adapter's name: the file holds its tensors only (`X-Adapter` for a raw body)."""
+    lora_alpha: float = Field(16.0, gt=0)
+    """The adapter's alpha (scaling alpha / rank; `X-Lora-Alpha` for a raw body)."""
 
 
 def error_payload(message: str, code: int = 400, type_: str = "BadRequestError") -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """LoRA adapters (peft) on the policy, and merging them into full weights with the base model's key names.
 
 Only the adapters train; the rollout servers (`hf`, vLLM) receive merged weights W + (α/r)·B·A under the
-base model's names, so they load them like any full checkpoint.
+base model's names, so they load them like any full checkpoint; or, when several policies are adapters of one
+base served once (`policies.X.lora_of`), the `hf` server receives the adapter alone (`adapter_state`).
 """
 
 from __future__ import annotations
@@ -58,4 +59,17 @@ def merge_lora(state: Mapping[str, torch.Tensor], scaling: float) -> dict[str, t
     return out
 
 
-__all__ = ["apply_lora", "lora_scaling", "merge_lora"]
+def adapter_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The adapter alone from a peft state dict, under the base model's module names, as the `hf` server loads a
+    LoRA adapter (`policies.X.lora_of`): `base_model.model.x.q_proj.lora_A.default.weight` becomes
+    `x.q_proj.lora_A.weight`; base weights are dropped."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        for part in ("lora_A", "lora_B"):
+            suffix = f".{part}.{ADAPTER}.weight"
+            if key.endswith(suffix):
+                out[key.removeprefix(PEFT_PREFIX).removesuffix(suffix) + f".{part}.weight"] = value
+    return out
+
+
+__all__ = ["adapter_state", "apply_lora", "lora_scaling", "merge_lora"]

@@ -15,7 +15,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.trainer.checkpoint import load_engine, save_engine
 from agentrl.trainer.choices import choice_token_ids
 from agentrl.trainer.engine import PolicyEngine, engine_config
-from agentrl.trainer.lora import apply_lora, lora_scaling, merge_lora
+from agentrl.trainer.lora import adapter_state, apply_lora, lora_scaling, merge_lora
 from agentrl.trainer.reference import ReferencePolicy
 from agentrl.trainer.step import policy_step
 from agentrl.types import Trajectory
@@ -92,9 +92,12 @@ class RankTrainer:
         )
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Full weights on CPU with the base model's key names, LoRA merged (collective; empty off rank 0)."""
+        """Full weights on CPU with the base model's key names, LoRA merged; or the LoRA adapter alone when the
+        servers hold it as one (`rollout.lora_adapter`) (collective; empty off rank 0)."""
         state = self.engine.full_state_dict()
         if self.cfg.trainer.lora_rank and state:
+            if self.cfg.rollout.lora_adapter:
+                return adapter_state(state)
             return merge_lora(state, lora_scaling(self.engine.model))
         return state
 

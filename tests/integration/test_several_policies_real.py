@@ -131,3 +131,31 @@ def test_two_models_train_fully_async_over_two_rollout_workers(local_ray, hf_ser
         for t in played
         if len(t.step_samples()) == 2
     )
+
+
+def test_two_lora_adapters_of_one_base_train_on_one_hf_server(tmp_path):
+    """Describer and guesser as two LoRA adapters of one frozen base (`lora_of`): the run starts one `hf` server,
+    which serves both adapters, each request through its own; each adapter trains and is pushed alone, and the
+    server's logprobs are each adapter's own (a request served without its adapter would differ after step 1)."""
+    metrics = run(
+        tmp_path,
+        "trainer.steps=2",
+        "trainer.lr=1.0e-3",
+        "trainer.lora_rank=8",
+        "policies.base={trainable: false}",
+        "policies.describer.lora_of=base",
+        "policies.guesser.lora_of=base",
+    )
+    assert [m["step"] for m in metrics] == [1, 2]
+    for policy in ("describer", "guesser"):
+        assert any(m.get(f"train/{policy}/grad_norm", 0) > 0 for m in metrics)  # each adapter trains
+        diffs = [m[key] for m in metrics if (key := f"train/{policy}/rollout_logprob_abs_diff") in m]
+        assert diffs and all(d < 1e-3 for d in diffs)  # exact: each request served through its own adapter
+    changed = [p for p in ("describer", "guesser") if metrics[0][f"train/{p}/grad_norm"] > 0]
+    assert any(metrics[1].get(f"train/{p}/rollout_logprob_abs_diff", 1.0) < 1e-3 for p in changed)
+    assert not any(k.startswith("train/base/") for m in metrics for k in m)
+    for step in (1, 2):
+        played = trajectories(tmp_path, step)
+        segments = [s for t in played for st in t.step_samples() for s in st.segments if s.trainable]
+        assert {s.policy for s in segments} == {"describer", "guesser"}
+        assert {s.policy_version for s in segments} == {step - 1}  # each adapter's own version

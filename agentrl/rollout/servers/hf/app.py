@@ -7,12 +7,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from agentrl.rollout.protocol import WeightUpdateRequest, error_payload
@@ -100,21 +100,37 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
     _install_error_handlers(app)
     tok = engine.tokenizer
 
+    def adapter_of(body: HFCompletionRequest | ChatCompletionRequest) -> str | None:
+        """The LoRA adapter a request names as its `model` (any other name: the base model, as before adapters)."""
+        return body.model if body.model and engine.serves_adapter(body.model) else None
+
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "policy_version": engine.policy_version, "running": engine.num_running}
+        return {
+            "status": "ok",
+            "policy_version": engine.policy_version,
+            "adapters": engine.adapter_versions,
+            "running": engine.num_running,
+        }
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "created": int(time.time()), "owned_by": "agentrl"}
-        return {"object": "list", "data": [{**card, "max_model_len": engine.max_model_len}]}
+        card = {"object": "model", "created": int(time.time()), "owned_by": "agentrl"}
+        base = {**card, "id": model_name, "max_model_len": engine.max_model_len}
+        adapters = [{**card, "id": name, "parent": model_name} for name in engine.adapter_versions]
+        return {"object": "list", "data": [base, *adapters]}
 
     @app.post("/v1/completions", response_model=None)
     async def completions(body: HFCompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse:
         _check_supported(body)
         prompt = tok(body.prompt).input_ids if isinstance(body.prompt, str) else body.prompt
         if body.stream:
-            options = {"request_id": body.request_id, "top_logprobs": body.logprobs or 0, "ignore_eos": body.ignore_eos}
+            options = {
+                "request_id": body.request_id,
+                "top_logprobs": body.logprobs or 0,
+                "ignore_eos": body.ignore_eos,
+                "adapter": adapter_of(body),
+            }
             events = engine.stream(prompt, body.sampling(), **options)
             sse = completion_events(events, body, list(prompt), model_name, tok)
             return StreamingResponse(sse, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
@@ -124,6 +140,7 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
             request_id=body.request_id,
             top_logprobs=body.logprobs or 0,
             ignore_eos=body.ignore_eos,
+            adapter=adapter_of(body),
         )
         out = await _until_done_or_disconnect(request, work)
         return completion_response(out, body, model_name, tok)
@@ -138,6 +155,7 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
             request_id=body.request_id,
             top_logprobs=body.top_logprobs if body.logprobs else 0,
             ignore_eos=body.ignore_eos,
+            adapter=adapter_of(body),
         )
         out = await _until_done_or_disconnect(request, work)
         return chat_response(out, body, model_name, tok)
@@ -158,35 +176,58 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
         return {"readable": readable}
 
     @app.get("/v1/weights/version")
-    async def weights_version() -> dict[str, Any]:
-        return {"policy_version": engine.policy_version}
+    async def weights_version(adapter: str | None = None) -> dict[str, Any]:
+        """The version the base model serves, or LoRA `adapter`'s (404 when it is not loaded)."""
+        if adapter is None:
+            return {"policy_version": engine.policy_version}
+        versions = engine.adapter_versions
+        if adapter not in versions:
+            raise HTTPException(404, f"adapter {adapter!r} is not loaded; loaded: {sorted(versions)}")
+        return {"policy_version": versions[adapter], "adapter": adapter}
 
     @app.post("/v1/weights")
     async def update_weights(request: Request) -> dict[str, Any]:
         start = time.perf_counter()
         if request.headers.get("content-type", "").startswith("application/octet-stream"):
-            version, in_flight = _weight_headers(request)
+            req = _weight_headers(request)
             state = await asyncio.to_thread(read_state_dict, data=await request.body())
         else:
             req = WeightUpdateRequest.model_validate(await _json_body(request))
-            version, in_flight = req.version, req.in_flight
             state = await asyncio.to_thread(read_state_dict, path=req.path)
-        new_version = await engine.update_weights(state, version, in_flight)  # type: ignore[arg-type]
+        new_version = await engine.update_weights(
+            state, req.version, req.in_flight, adapter=req.adapter, lora_alpha=req.lora_alpha
+        )
         return {"policy_version": new_version, "seconds": round(time.perf_counter() - start, 4)}
 
     return app
 
 
-def _weight_headers(request: Request) -> tuple[int | None, str]:
-    """`X-Policy-Version` (optional int) and `X-In-Flight` (finish | abort) of a raw weight upload."""
-    raw = request.headers.get("x-policy-version")
-    in_flight = request.headers.get("x-in-flight", "finish")
-    if in_flight not in ("finish", "abort"):
-        raise RequestError(f"X-In-Flight must be 'finish' or 'abort', got {in_flight!r}")
+class _RawWeightUpdate(BaseModel):
+    version: int | None = None
+    in_flight: Literal["finish", "abort"] = "finish"
+    adapter: str | None = None
+    lora_alpha: float = Field(16.0, gt=0)
+
+
+def _weight_headers(request: Request) -> _RawWeightUpdate:
+    """A raw weight upload's `X-Policy-Version` (optional int), `X-In-Flight` (finish | abort), and for a LoRA
+    adapter `X-Adapter` and `X-Lora-Alpha`."""
+    fields = {field: request.headers.get(header) for field, header in _WEIGHT_HEADERS.items()}
     try:
-        return (int(raw) if raw else None), in_flight
-    except ValueError as exc:
-        raise RequestError(f"X-Policy-Version must be an integer, got {raw!r}") from exc
+        return _RawWeightUpdate.model_validate({k: v for k, v in fields.items() if v})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_WEIGHT_HEADERS[str(e['loc'][0])]}: {e['msg']} (got {e['input']!r})" for e in exc.errors()
+        )
+        raise RequestError(f"bad weight upload headers: {problems}") from exc
+
+
+_WEIGHT_HEADERS = {
+    "version": "X-Policy-Version",
+    "in_flight": "X-In-Flight",
+    "adapter": "X-Adapter",
+    "lora_alpha": "X-Lora-Alpha",
+}
 
 
 async def _json_body(request: Request) -> Any:

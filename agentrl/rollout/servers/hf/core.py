@@ -2,7 +2,8 @@
 
 `EngineCore` owns the running batch. `prefill(reqs)` runs the new prompts together (left padded), samples their
 first token and merges the survivors into the running batch; `decode()` feeds every running row its last token,
-samples the next one and retires finished rows. Both return the requests that finished. It is not thread-safe:
+samples the next one and retires finished rows. Both return the requests that finished. Rows of different LoRA
+adapters (`adapters.Adapters`) share the batch; their prompts are prefilled per adapter. It is not thread-safe:
 `HFEngine` calls it from its single engine thread.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from agentrl.rollout.servers.hf.adapters import Adapters
 from agentrl.rollout.servers.hf.kvcache import KV, PaddedBatch, check_cache_supported, get_kv
 from agentrl.rollout.servers.hf.request import Detokenizer, GenRequest
 from agentrl.rollout.servers.hf.sampling import sample_next
@@ -37,17 +39,29 @@ class EngineCore:
         self.device = next(model.parameters()).device
         self.running: list[GenRequest] = []
         self.batch: PaddedBatch | None = None
+        self.adapters = Adapters(model)
         check_cache_supported(DynamicCache(config=model.config))
 
     def prefill(self, reqs: Sequence[GenRequest]) -> list[GenRequest]:
-        """Prefill `reqs` together, sample their first token, merge the unfinished ones; return the finished.
+        """Prefill `reqs` together (those of each adapter together), sample their first token, merge the unfinished
+        ones; return the finished.
 
         A prompt several of them repeat (a group's samples of one prompt, agents in the same state) runs once, and
         so does the prefix all the distinct prompts share.
         """
+        by_adapter: dict[str | None, list[GenRequest]] = {}
+        for req in reqs:
+            by_adapter.setdefault(req.adapter, []).append(req)
+        finished = []
+        for adapter, group in by_adapter.items():
+            with self.adapters.rows(adapter):
+                finished += self._prefill(group)
+        return finished
+
+    def _prefill(self, reqs: list[GenRequest]) -> list[GenRequest]:
         prompts, row_prompt = _distinct([r.prompt_ids for r in reqs])
         kv, mask, last_logits = self._run_prompts(*self._left_pad(prompts))
-        finished, keep = self._sample(last_logits[torch.tensor(row_prompt, device=self.device)], list(reqs))
+        finished, keep = self._sample(last_logits[torch.tensor(row_prompt, device=self.device)], reqs)
         if keep:
             self._join(kv, mask, [row_prompt[i] for i in keep], [reqs[i] for i in keep])
         return finished
@@ -75,13 +89,14 @@ class EngineCore:
             return []
         last = torch.tensor([[r.output_ids[-1]] for r in self.running], device=self.device)
         mask, position_ids = self.batch.decode_inputs()
-        out = self.model(
-            input_ids=last,
-            attention_mask=mask,
-            position_ids=position_ids,
-            **{cache_argument(self.model): self.batch.cache},
-            use_cache=True,
-        )
+        with self.adapters.rows([r.adapter for r in self.running]):
+            out = self.model(
+                input_ids=last,
+                attention_mask=mask,
+                position_ids=position_ids,
+                **{cache_argument(self.model): self.batch.cache},
+                use_cache=True,
+            )
         self.batch.advance()
         finished, keep = self._sample(out.logits[:, -1, :], self.running)
         self._keep(keep)

@@ -19,6 +19,7 @@ import torch
 from transformers import PreTrainedModel
 
 from agentrl.rollout.protocol import SamplingParams
+from agentrl.rollout.servers.hf.adapters import adapter_pairs
 from agentrl.rollout.servers.hf.core import EngineCore
 from agentrl.rollout.servers.hf.loading import eos_token_ids, load_model, load_tokenizer
 from agentrl.rollout.servers.hf.request import GenerationOutput, GenRequest, RequestError, TopLogprobs
@@ -67,6 +68,14 @@ class HFEngine:
         return self.scheduler.version
 
     @property
+    def adapter_versions(self) -> dict[str, int]:
+        """The LoRA adapters loaded (`policies.X.lora_of`) and the version each one serves."""
+        return dict(self.core.adapters.versions)
+
+    def serves_adapter(self, name: str) -> bool:
+        return name in self.core.adapters
+
+    @property
     def num_running(self) -> int:
         return len(self.core.running)
 
@@ -82,8 +91,11 @@ class HFEngine:
         """Stop the engine thread; unfinished requests fail with `EngineShutdownError`."""
         self.scheduler.stop(timeout)
 
-    def check_prompt(self, prompt_ids: Sequence[int], max_tokens: int) -> None:
-        """Raise `RequestError` for an empty prompt, unknown token ids, or prompt + max_tokens over the context."""
+    def check_prompt(self, prompt_ids: Sequence[int], max_tokens: int, adapter: str | None = None) -> None:
+        """Raise `RequestError` for an empty prompt, unknown token ids, prompt + max_tokens over the context, or an
+        adapter that is not loaded."""
+        if adapter is not None and not self.serves_adapter(adapter):
+            raise RequestError(f"LoRA adapter {adapter!r} is not loaded; loaded: {sorted(self.adapter_versions)}")
         if not prompt_ids:
             raise RequestError("The prompt is empty.")
         bad = next((t for t in prompt_ids if not 0 <= t < self.vocab_size), None)
@@ -105,11 +117,13 @@ class HFEngine:
         request_id: str | None = None,
         top_logprobs: int = 0,
         ignore_eos: bool = False,
+        adapter: str | None = None,
     ) -> GenerationOutput:
-        """Generate a completion for `prompt_ids`; cancelling the awaiting task aborts the request."""
-        self.check_prompt(prompt_ids, sampling.max_tokens)
+        """Generate a completion for `prompt_ids` (through LoRA `adapter` when set); cancelling the awaiting task
+        aborts the request."""
+        self.check_prompt(prompt_ids, sampling.max_tokens, adapter)
         fut, on_done = _threadsafe_future()
-        req = self._request(prompt_ids, sampling, on_done, request_id, top_logprobs, ignore_eos)
+        req = self._request(prompt_ids, sampling, on_done, request_id, top_logprobs, ignore_eos, adapter)
         self.scheduler.submit(req)
         try:
             return await fut
@@ -125,11 +139,12 @@ class HFEngine:
         request_id: str | None = None,
         top_logprobs: int = 0,
         ignore_eos: bool = False,
+        adapter: str | None = None,
     ) -> AsyncIterator[list[StreamedToken] | GenerationOutput]:
         """Generate as `generate` does, yielding the tokens as they are sampled (in lists: those sampled since the
         last yield), then the `GenerationOutput`. The prompt is checked (and the request queued) at once, so a bad
         request raises `RequestError` here; leaving the iteration early aborts the request."""
-        self.check_prompt(prompt_ids, sampling.max_tokens)
+        self.check_prompt(prompt_ids, sampling.max_tokens, adapter)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -137,7 +152,7 @@ class HFEngine:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is reading any more
                 loop.call_soon_threadsafe(events.put_nowait, event[0] if len(event) == 1 else event)
 
-        req = self._request(prompt_ids, sampling, put, request_id, top_logprobs, ignore_eos)
+        req = self._request(prompt_ids, sampling, put, request_id, top_logprobs, ignore_eos, adapter)
         req.on_token = put
         self.scheduler.submit(req)
         return self._events(req, events)
@@ -171,6 +186,7 @@ class HFEngine:
         request_id: str | None,
         top_logprobs: int,
         ignore_eos: bool,
+        adapter: str | None = None,
     ) -> GenRequest:
         return GenRequest(
             request_id=request_id or uuid.uuid4().hex,
@@ -180,6 +196,7 @@ class HFEngine:
             top_logprobs=top_logprobs,
             ignore_eos=ignore_eos,
             generator=self._generator(sampling.seed),
+            adapter=adapter,
         )
 
     def _abandon(self, req: GenRequest) -> None:
@@ -191,15 +208,26 @@ class HFEngine:
         return self.scheduler.abort(request_id)
 
     async def update_weights(
-        self, state: StateDict, version: int | None = None, in_flight: Literal["finish", "abort"] = "finish"
+        self,
+        state: StateDict,
+        version: int | None = None,
+        in_flight: Literal["finish", "abort"] = "finish",
+        adapter: str | None = None,
+        lora_alpha: float = 16.0,
     ) -> int:
-        """Load `state` in place once in-flight requests finish (or are aborted); return the new version.
+        """Load `state` in place once the in-flight requests it changes finish (or are aborted); return the new
+        version. With `adapter`, `state` is that LoRA adapter's tensors (created by its first update) and the
+        version is the adapter's own.
 
         New requests wait while the update is pending. `version=None` bumps the current version by one.
         """
-        validate_state_dict(self.model, state)
+        if adapter is None:
+            validate_state_dict(self.model, state)
+        else:
+            adapter_pairs(state)
         fut, on_done = _threadsafe_future()
-        self.scheduler.submit_weights(WeightJob(state, version, in_flight == "abort", on_done))
+        job = WeightJob(state, version, in_flight == "abort", on_done, adapter=adapter, lora_alpha=lora_alpha)
+        self.scheduler.submit_weights(job)
         return await fut
 
     def _generator(self, seed: int | None) -> torch.Generator:

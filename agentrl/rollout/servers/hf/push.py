@@ -32,15 +32,19 @@ def push_weights(
     state: Mapping[str, torch.Tensor] | bytes | None = None,
     in_flight: Literal["finish", "abort"] = "finish",
     timeout: float = 300.0,
+    adapter: str | None = None,
+    lora_alpha: float = 16.0,
 ) -> int:
-    """Load weights `version` into the server at `url` from a safetensors `path` or a `state` dict / bytes.
+    """Load weights `version` into the server at `url` from a safetensors `path` or a `state` dict / bytes; with
+    `adapter`, they are that LoRA adapter's tensors (`agentrl.rollout.servers.hf.adapters`).
 
-    Returns the server's new `policy_version`; raises `httpx.HTTPStatusError` when the server refuses.
+    Returns the version the server (or the adapter) now serves; raises `httpx.HTTPStatusError` when it refuses.
     """
     if (path is None) == (state is None):
         raise ValueError("push_weights needs exactly one of `path` or `state`")
+    lora = {"adapter": adapter, "lora_alpha": lora_alpha} if adapter else {}
     if path is not None:
-        body = {"path": path, "version": version, "in_flight": in_flight}
+        body = {"path": path, "version": version, "in_flight": in_flight, **lora}
         response = httpx.post(f"{url}/v1/weights", json=body, timeout=timeout)
     else:
         data = state if isinstance(state, bytes) else state_dict_bytes(state)  # type: ignore[arg-type]
@@ -49,6 +53,7 @@ def push_weights(
             "content-length": str(len(data)),
             "x-in-flight": in_flight,
             "x-policy-version": str(version),
+            **({"x-adapter": adapter, "x-lora-alpha": str(lora_alpha)} if adapter else {}),
         }
         response = httpx.post(f"{url}/v1/weights", content=_chunks(data), headers=headers, timeout=timeout)
     response.raise_for_status()

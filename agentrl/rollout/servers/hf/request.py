@@ -57,6 +57,8 @@ class GenRequest:
     top_logprobs: int = 0
     ignore_eos: bool = False
     generator: torch.Generator | None = None
+    adapter: str | None = None
+    """The LoRA adapter that serves it (None: the base model)."""
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     top: list[TopLogprobs] | None = None

@@ -1,9 +1,10 @@
 """The engine thread: a step loop that feeds `EngineCore` and applies weight updates between steps.
 
-At every step boundary it retires aborted requests, applies a pending weight update once no request is running
-(admission is paused while one is pending; with `abort_in_flight` the running ones are aborted first), admits
+At every step boundary it retires aborted requests, applies a pending weight update once no request it changes is
+running (admission is paused while one is pending; with `abort_in_flight` those are aborted first), admits
 waiting requests into free batch slots (prefilled together), then runs one decode step for the whole batch.
-All methods but the thread's own are thread-safe.
+All methods but the thread's own are thread-safe. A LoRA adapter's update (`adapter` set) changes only the
+requests of that adapter and its own version; a full update changes every request (adapters sit on the base).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class WeightJob:
     version: int | None
     abort_in_flight: bool
     on_done: Callable[[Any], None]
+    adapter: str | None = None
+    """The LoRA adapter these weights are (None: the full model)."""
+    lora_alpha: float = 16.0
 
 
 class Scheduler:
@@ -143,21 +147,35 @@ class Scheduler:
     def _apply_weight_job(self) -> bool:
         """Apply the oldest weight job once nothing runs; True if one was applied."""
         job = self.weight_jobs[0]
-        if job.abort_in_flight and self.core.running:
-            for req in self.core.running:
+        changed = [r for r in self.core.running if job.adapter in (None, r.adapter)]
+        if job.abort_in_flight and changed:
+            for req in changed:
                 req.aborted = True
             self._retire_aborted()
-        if self.core.running:
+        if changed:
             return False
         try:
-            load_into(self.core.model, job.state)
-            self.version = job.version if job.version is not None else self.version + 1
-            job.on_done(self.version)
+            job.on_done(self._load(job))
         except Exception as exc:
             job.on_done(exc)
         with self._cv:
             self.weight_jobs.popleft()
         return True
+
+    def _load(self, job: WeightJob) -> int:
+        """Load a job's weights; the version it now serves."""
+        if job.adapter is None:
+            load_into(self.core.model, job.state)
+            self.version = job.version if job.version is not None else self.version + 1
+            return self.version
+        adapters = self.core.adapters
+        version = job.version if job.version is not None else adapters.versions.get(job.adapter, 0) + 1
+        adapters.load(job.adapter, job.state, job.lora_alpha, version)
+        return version
+
+    def version_of(self, adapter: str | None) -> int:
+        """The version the base model (None) or an adapter serves."""
+        return self.version if adapter is None else self.core.adapters.versions[adapter]
 
     def _admit(self) -> list[GenRequest]:
         """Pop waiting requests that fit in the free slots and the prefill token budget."""
@@ -175,7 +193,7 @@ class Scheduler:
 
     def _complete(self, reqs: Sequence[GenRequest]) -> None:
         for req in reqs:
-            req.on_done(req.to_output(self.version, self.detok))
+            req.on_done(req.to_output(self.version_of(req.adapter), self.detok))
 
     def _fail(self, reqs: Sequence[GenRequest], exc: BaseException) -> None:
         for req in reqs:

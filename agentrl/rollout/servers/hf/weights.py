@@ -2,7 +2,8 @@
 
 Every parameter and persistent buffer of the model must be present with its exact shape (strict), except tied
 aliases such as `lm_head.weight` when the input embeddings are tied: those may be omitted. Validation happens
-before anything is copied, so a bad update leaves the model untouched.
+before anything is copied, so a bad update leaves the model untouched. Names are the base model's even when LoRA
+adapters are loaded (`agentrl.rollout.servers.hf.adapters`): a full update replaces the base under them.
 """
 
 from __future__ import annotations
@@ -34,10 +35,17 @@ def read_state_dict(path: str | None = None, data: bytes | None = None) -> dict[
     raise WeightUpdateError("weight update needs a safetensors `path` or a raw safetensors body")
 
 
+def base_state(model: torch.nn.Module, keep_vars: bool = False) -> dict[str, torch.Tensor]:
+    """The model's state dict under the base model's names: LoRA adapters left out, `q_proj.base_layer.weight`
+    named `q_proj.weight`."""
+    state = model.state_dict(keep_vars=keep_vars)
+    return {k.replace(".base_layer.", "."): v for k, v in state.items() if ".lora_" not in k}
+
+
 def validate_state_dict(model: torch.nn.Module, state: StateDict) -> None:
     """Raise `WeightUpdateError` unless `state` matches the model's names and shapes (tied aliases optional)."""
-    target = model.state_dict()
-    aliases = tied_aliases(model)
+    target = base_state(model)
+    aliases = tied_aliases(base_state(model, keep_vars=True))
     missing = sorted(n for n in target if n not in state and n not in aliases)
     unexpected = sorted(n for n in state if n not in target)
     wrong = sorted(
@@ -57,8 +65,8 @@ def validate_state_dict(model: torch.nn.Module, state: StateDict) -> None:
 @torch.no_grad()
 def load_into(model: torch.nn.Module, state: StateDict) -> None:
     """Copy `state` into the model's tensors in place (dtype/device converted). Call `validate_state_dict` first."""
-    target = model.state_dict()
-    aliases = tied_aliases(model)
+    target = base_state(model)
+    aliases = tied_aliases(base_state(model, keep_vars=True))
     for name, tensor in state.items():
         if name in aliases and aliases[name] in state:
             continue  # tied: the original name carries the same storage
