@@ -85,17 +85,22 @@ class ServedPolicy:
 
 
 @contextlib.asynccontextmanager
-async def serve_policies(cfg: AgentRLConfig) -> AsyncIterator[tuple[TokenGenerator, list[ServedPolicy]]]:
+async def serve_policies(
+    cfg: AgentRLConfig, trains: bool = False
+) -> AsyncIterator[tuple[TokenGenerator, list[ServedPolicy]]]:
     """Start (or connect to) every policy's rollout servers, each with its client, and yield the loops' generator
     (the one policy's client, or a `PolicyClients` of all of them) with each policy's servers. `agentrl train`,
     `rollout`, `eval` and the gateway all serve their policies here; the servers started are stopped after. A LoRA
-    adapter policy (`lora_of`) starts no server: its client asks its base's servers for the adapter."""
+    adapter policy (`lora_of`) starts no server: its client asks its base's servers for the adapter, which only a
+    training run (`trains`) loads into them."""
     from agentrl.models import resolve_model
     from agentrl.rollout.client import rollout_client
     from agentrl.rollout.serve import rollout_servers
 
     served: dict[str, ServedPolicy] = {}
     names = policy_names(cfg)
+    if not trains:
+        _refuse_adapters(cfg, names)
     adapters = [name for name in names if cfg.policies.get(name) and cfg.policies[name].lora_of]
     async with contextlib.AsyncExitStack() as stack:
         for name in [n for n in names if n not in adapters] + adapters:  # an adapter's base is served first
@@ -114,6 +119,16 @@ async def serve_policies(cfg: AgentRLConfig) -> AsyncIterator[tuple[TokenGenerat
         else:
             frozen = {name for name, policy in cfg.policies.items() if not policy.trainable}
             yield PolicyClients({p.name: p.client for p in in_order}, frozen), in_order
+
+
+def _refuse_adapters(cfg: AgentRLConfig, names: list[str]) -> None:
+    adapters = [name for name in names if policy_config(cfg, name).rollout.lora_adapter]
+    if adapters:
+        raise UserError(
+            f"{', '.join(adapters)}: served as LoRA adapters (lora_of / rollout.lora_adapter), which only a training "
+            "run loads into its servers; evaluate them during training (trainer.eval_every), or here serve them as "
+            "models of their own"
+        )
 
 
 def _adapter_servers(base: list[Any], own: AgentRLConfig) -> list[Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 import uuid
 from typing import Any
@@ -23,6 +24,8 @@ CATCH_UP_WAIT_S = 10.0
 """Seconds a health check waits for a revived replica to reach the expected version before asking again later."""
 CATCH_UP_POLL_S = 0.5
 """Seconds between two questions to a revived replica about the version it serves."""
+_ANY = object()
+"""`_caught_up` without a policy: the one whose replicas include the URL."""
 
 
 class RolloutWorker:
@@ -75,7 +78,7 @@ class RolloutWorker:
         clients = {}
         for policy, urls in self.urls.items():
             client = rollout_client(urls, self._rollout(policy))
-            client.router.on_revive = self._caught_up
+            client.router.on_revive = functools.partial(self._caught_up, policy=policy)
             clients[policy] = await stack.enter_async_context(client)
         self._clients = list(clients.values())
         self._client = clients[None] if None in clients else PolicyClients(clients, self.frozen)
@@ -108,9 +111,12 @@ class RolloutWorker:
         for url, version in versions.items():
             self._versions[url] = max(self._versions.get(url, 0), version)
 
-    def _expected_version(self, url: str) -> int:
-        """The newest version the driver had pushed to the replicas of `url`'s policy."""
-        group = self.urls.get(self._policy_of(url), [url])
+    def _expected_version(self, url: str, policy: str | None) -> int:
+        """The newest version the driver had pushed to the replicas of `policy` (0 for a frozen one: several
+        policies may share a replica, LoRA adapters over a frozen base)."""
+        if policy in self.frozen:
+            return 0
+        group = self.urls.get(policy, [url])
         return max([self._versions.get(u, 0) for u in group], default=0)
 
     def _policy_of(self, url: str) -> str | None:
@@ -119,25 +125,32 @@ class RolloutWorker:
     def _rollout(self, policy: str | None) -> RolloutConfig:
         return self.cfg.rollout if policy is None else policy_config(self.cfg, policy).rollout
 
-    async def _caught_up(self, url: str) -> bool:
-        """Whether a replica that answers again serves weights at least as new as the driver's at this worker's
-        latest job (the driver's own router pushes them there when it sees the replica back): until then it takes
-        none of this worker's traffic, so a restarted replica's first weights never generate a worker's tokens."""
+    async def _caught_up(self, url: str, policy: Any = _ANY) -> bool:
+        """Whether a replica that answers again serves `policy`'s weights (default: the policy of `url`) at least
+        as new as the driver's at this worker's latest job (the driver's own router pushes them there when it sees
+        the replica back): until then it takes none of this worker's traffic, so a restarted replica's first
+        weights never generate a worker's tokens."""
+        policy = self._policy_of(url) if policy is _ANY else policy
         deadline = time.monotonic() + CATCH_UP_WAIT_S
         while True:
-            version = await asyncio.to_thread(self._served_version, url)
-            if version is not None and version >= self._expected_version(url):
+            version = await asyncio.to_thread(self._served_version, url, policy)
+            if version is not None and version >= self._expected_version(url, policy):
                 return True
             if time.monotonic() >= deadline:
                 return False  # still behind: the next health check asks again
             await asyncio.sleep(CATCH_UP_POLL_S)
 
-    def _served_version(self, url: str) -> int | None:
-        """The version the replica at `url` says it serves (its backend's handle asks it); None if it cannot say."""
-        from agentrl.rollout.handles import connect_server
+    def _served_version(self, url: str, policy: str | None = None) -> int | None:
+        """The version the replica at `url` says it serves for `policy` (its LoRA adapter's, when the policy is
+        one: `rollout.lora_adapter`); None if it cannot say."""
+        from agentrl.rollout.handles import HFServer, connect_server
 
+        rollout = self._rollout(policy)
         try:
-            return connect_server(url, self._rollout(self._policy_of(url)).backend).served_version()
+            server = connect_server(url, rollout.backend)
+            if rollout.lora_adapter and isinstance(server, HFServer):
+                return server.served_version(rollout.lora_adapter)
+            return server.served_version()
         except Exception:  # not answering yet, or cannot say: not taken back on this check
             return None
 

@@ -62,6 +62,7 @@ class LLMClient:
     Args:
         servers: A `Router`, or replica base URLs (`http://host:port`), or one URL.
         model: Model name sent in requests; empty sends none (vLLM then uses its served model).
+        adapter: The `hf` server's LoRA adapter that generates (sent as `lora_adapter`; see `self.adapter`).
         timeout: Seconds one request may take (generation included).
         connect_timeout: Seconds to open a connection.
         max_retries: Retries after the first attempt, for connection errors, timeouts and 5xx.
@@ -89,6 +90,7 @@ class LLMClient:
         health_interval: float = 5.0,
         health_timeout: float = 2.0,
         api: Literal["completions", "vllm_generate"] = "completions",
+        adapter: str | None = None,
     ) -> None:
         if isinstance(servers, Router):
             self.router, self._owns_router = servers, False
@@ -98,6 +100,9 @@ class LLMClient:
         if self.router.probe is None:
             self.router.probe = self._probe
         self.model = model
+        self.adapter = adapter
+        """The `hf` server's LoRA adapter that generates (`rollout.lora_adapter`): a replica without it loaded
+        answers 503, so it is routed around until the weight sync catches it up."""
         self.api = api
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -150,8 +155,12 @@ class LLMClient:
                 return parse_completion(url, as_completion(data, url))
             except ServerRequestError as e:
                 self._unless_route_off(e)
-        url, data = await self._post("/v1/completions", completion_body(prompt_ids, sampling, self.model), session_id)
+        url, data = await self._post("/v1/completions", self._completion_body(prompt_ids, sampling), session_id)
         return parse_completion(url, data)
+
+    def _completion_body(self, prompt_ids: list[int], sampling: SamplingParams) -> dict[str, Any]:
+        body = completion_body(prompt_ids, sampling, self.model)
+        return {**body, "lora_adapter": self.adapter} if self.adapter else body
 
     def _unless_route_off(self, error: ServerRequestError) -> None:
         """Re-raise `error` unless it says vLLM's generate route is off; then use `/v1/completions` from now on."""
@@ -194,7 +203,7 @@ class LLMClient:
                 return (await self._post(GENERATE_PATH, body, session_id, try_once))[1]
             except ServerRequestError as e:
                 self._unless_route_off(e)
-        body = {**completion_body(prompt_ids, sampling, self.model), "stream": True}
+        body = {**self._completion_body(prompt_ids, sampling), "stream": True}
         return (await self._post("/v1/completions", body, session_id, try_once))[1]
 
     async def chat(self, messages: Sequence[dict[str, Any]], session_id: str | None = None, **sampling: Any) -> str:
@@ -339,6 +348,7 @@ def rollout_client(urls: list[str], rollout: RolloutConfig) -> LLMClient:
         health_interval=rollout.health_check_interval_s,
         api=client_api(rollout.backend),
         model=rollout.lora_adapter or "",
+        adapter=rollout.lora_adapter,
     )
 
 

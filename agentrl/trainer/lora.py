@@ -65,10 +65,12 @@ def adapter_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     `x.q_proj.lora_A.weight`; base weights are dropped."""
     out: dict[str, torch.Tensor] = {}
     for key, value in state.items():
-        for part in ("lora_A", "lora_B"):
-            suffix = f".{part}.{ADAPTER}.weight"
-            if key.endswith(suffix):
-                out[key.removeprefix(PEFT_PREFIX).removesuffix(suffix) + f".{part}.weight"] = value
+        if ".lora_" not in key:
+            continue
+        part = next((p for p in ("lora_A", "lora_B") if key.endswith(f".{p}.{ADAPTER}.weight")), None)
+        if part is None:
+            raise UserError(f"cannot serve LoRA tensor {key} as an adapter: only linear-layer adapters are supported")
+        out[key.removeprefix(PEFT_PREFIX).removesuffix(f".{part}.{ADAPTER}.weight") + f".{part}.weight"] = value
     return out
 
 

@@ -93,7 +93,7 @@ class Policies:
         policy's client, or a `PolicyClients` of all of them."""
         from agentrl.loops.policy_clients import serve_policies
 
-        async with serve_policies(self.cfg) as (llm, served):
+        async with serve_policies(self.cfg, trains=True) as (llm, served):
             for runtime, policy in zip(self.runtimes, served, strict=True):
                 runtime.servers, runtime.llm = policy.servers, policy.client
             yield llm

@@ -8,6 +8,7 @@ from transformers import LlamaForCausalLM
 from agentrl.config.errors import ConfigError
 from agentrl.config.loader import load_config
 from agentrl.config.policies import policy_config
+from agentrl.errors import UserError
 from agentrl.rollout.servers.hf.engine import EngineConfig, HFEngine
 from agentrl.trainer.backend import LocalBackend
 from tests.trainer_cases import batch_of_trajectories, run_config, tiny_model_dir
@@ -123,7 +124,11 @@ async def test_adapters_start_no_server_and_ask_their_bases_servers_by_name(monk
     monkeypatch.setattr("agentrl.rollout.serve.rollout_servers", fake_servers)
     monkeypatch.setattr("agentrl.rollout.client.rollout_client", fake_client)
     cfg = load_config("quickstart", [TWO_ADAPTERS, "trainer.lora_rank=4"])
-    async with serve_policies(cfg) as (llm, served):
+    with pytest.raises(UserError, match="describer, guesser: served as LoRA adapters"):  # eval, rollout, gateway
+        async with serve_policies(cfg):
+            pass
+    assert started == []
+    async with serve_policies(cfg, trains=True) as (llm, served):
         assert started == [2]  # the base's servers only
         assert [p.name for p in served] == ["base", "describer", "guesser"]
         base, describer, _ = served
@@ -132,3 +137,33 @@ async def test_adapters_start_no_server_and_ask_their_bases_servers_by_name(monk
         assert llm.client("guesser") == "client of guesser"
     urls = ["http://127.0.0.1:9000", "http://127.0.0.1:9001"]
     assert sorted(clients, key=str) == sorted([(urls, None), (urls, "describer"), (urls, "guesser")], key=str)
+
+
+def test_an_adapter_of_other_than_linear_layers_is_refused_not_dropped():
+    from agentrl.trainer.lora import adapter_state
+
+    state = {
+        "base_model.model.model.embed_tokens.lora_embedding_A.default": torch.zeros(4, 64),
+        "base_model.model.model.embed_tokens.base_layer.weight": torch.zeros(64, 32),
+    }
+    with pytest.raises(UserError, match="lora_embedding_A.default as an adapter: only linear-layer"):
+        adapter_state(state)
+
+
+async def test_a_request_that_needs_an_adapter_not_loaded_yet_is_retryable(tokenizer):
+    import httpx
+
+    from agentrl.rollout.servers.hf.app import create_app
+    from tests.unit.test_hf_engine import tiny_llama
+
+    engine = HFEngine(tiny_llama(), tokenizer, EngineConfig(max_batch_size=4))
+    app = create_app(engine, "tiny")
+    body = {"prompt": [5, 6, 7], "max_tokens": 2, "temperature": 0, "return_token_ids": True}
+    try:
+        engine.start()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://hf") as http:
+            answer = await http.post("/v1/completions", json={**body, "model": "a", "lora_adapter": "a"})
+            assert answer.status_code == 503 and "'a' is not loaded on this server yet" in answer.text
+            assert (await http.post("/v1/completions", json={**body, "model": "a"})).status_code == 200  # the base
+    finally:
+        engine.shutdown()

@@ -14,7 +14,7 @@ class FakeReplica:
     def __init__(self, versions: list[int | None]) -> None:
         self.versions, self.asked = versions, 0
 
-    def served_version(self, url: str) -> int | None:
+    def served_version(self, url: str, policy: str | None = None) -> int | None:
         self.asked += 1
         return self.versions[min(self.asked, len(self.versions)) - 1]
 
@@ -59,3 +59,33 @@ async def test_with_several_policies_a_replica_waits_for_its_own_policy_s_weight
     solver = FakeReplica([0, 3])
     worker._served_version = solver.served_version
     assert await worker._caught_up("http://b:2") is True and solver.asked == 2
+
+
+async def test_lora_adapters_sharing_their_bases_replica_each_wait_for_their_own_version(monkeypatch) -> None:
+    """Adapters of a frozen base share its replica: the base's client takes it back at the base's version 0, each
+    adapter's client once the replica serves that adapter at the driver's version (asked for by adapter name)."""
+    from agentrl.config.loader import load_config
+
+    monkeypatch.setattr(worker_module, "CATCH_UP_WAIT_S", 5.0)
+    monkeypatch.setattr(worker_module, "CATCH_UP_POLL_S", 0.0)
+    cfg = load_config(
+        "quickstart",
+        ["policies={base: {trainable: false}, a: {lora_of: base}, b: {lora_of: base}}", "trainer.lora_rank=4"],
+    )
+    url = "http://a:1"
+    worker = RolloutWorker(cfg, {"base": [url], "a": [url], "b": [url]}, frozen=["base"])
+    worker.note_versions({url: 3})
+    asked: list[str | None] = []
+    served = {None: 0, "a": 3, "b": 2}
+
+    def served_version(url: str, policy: str | None = None) -> int | None:
+        adapter = worker._rollout(policy).lora_adapter
+        asked.append(adapter)
+        return served[adapter]
+
+    worker._served_version = served_version
+    assert await worker._caught_up(url, policy="base") is True
+    assert await worker._caught_up(url, policy="a") is True
+    monkeypatch.setattr(worker_module, "CATCH_UP_WAIT_S", 0.0)
+    assert await worker._caught_up(url, policy="b") is False  # adapter b is still on 2
+    assert asked == [None, "a", "b"]

@@ -17,7 +17,12 @@ from starlette.exceptions import HTTPException
 
 from agentrl.rollout.protocol import WeightUpdateRequest, error_payload
 from agentrl.rollout.servers.hf.engine import HFEngine
-from agentrl.rollout.servers.hf.request import EngineShutdownError, GenerationOutput, RequestError
+from agentrl.rollout.servers.hf.request import (
+    AdapterNotLoadedError,
+    EngineShutdownError,
+    GenerationOutput,
+    RequestError,
+)
 from agentrl.rollout.servers.hf.responses import chat_response, completion_response
 from agentrl.rollout.servers.hf.schemas import AbortRequest, ChatCompletionRequest, HFCompletionRequest, PathProbe
 from agentrl.rollout.servers.hf.streaming import completion_events
@@ -49,7 +54,8 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(str(exc), 400)
 
     @app.exception_handler(EngineShutdownError)
-    async def _unavailable(_: Request, exc: EngineShutdownError) -> JSONResponse:
+    @app.exception_handler(AdapterNotLoadedError)
+    async def _unavailable(_: Request, exc: RuntimeError) -> JSONResponse:
         return _error(str(exc), 503, "ServiceUnavailableError")
 
     @app.exception_handler(ClientDisconnectedError)
@@ -101,7 +107,16 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
     tok = engine.tokenizer
 
     def adapter_of(body: HFCompletionRequest | ChatCompletionRequest) -> str | None:
-        """The LoRA adapter a request names as its `model` (any other name: the base model, as before adapters)."""
+        """The LoRA adapter of a request: its `lora_adapter` (which must be loaded: agentrl's own clients), else
+        the adapter its `model` names (any other name: the base model, as before adapters, for outside clients)."""
+        required = getattr(body, "lora_adapter", None)
+        if required is not None:
+            if not engine.serves_adapter(required):
+                raise AdapterNotLoadedError(
+                    f"LoRA adapter {required!r} is not loaded on this server yet; loaded: "
+                    f"{sorted(engine.adapter_versions)} (the trainer's weight sync loads it)"
+                )
+            return required
         return body.model if body.model and engine.serves_adapter(body.model) else None
 
     @app.get("/health")

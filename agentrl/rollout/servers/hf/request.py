@@ -21,6 +21,10 @@ class EngineShutdownError(RuntimeError):
     """The engine stopped before the request finished."""
 
 
+class AdapterNotLoadedError(RuntimeError):
+    """A request needs a LoRA adapter this server has not been given yet (maps to HTTP 503: try another replica)."""
+
+
 class Detokenizer(Protocol):
     """What the engine needs from a tokenizer: turning token ids back into text."""
 

@@ -127,7 +127,8 @@ class Scheduler:
         if admitted:
             try:
                 self._complete(self.core.prefill(admitted))
-            except Exception as exc:
+            except Exception as exc:  # a later adapter group failed: the earlier groups' finished requests end too
+                self._complete([r for r in admitted if r.finish_reason is not None and r not in self.core.running])
                 self._fail([r for r in admitted if r.finish_reason is None], RuntimeError(repr(exc)))
                 raise
         self._complete(self.core.decode())

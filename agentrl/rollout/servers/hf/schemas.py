@@ -10,10 +10,12 @@ from agentrl.rollout.protocol import CompletionRequest, SamplingParams
 
 
 class HFCompletionRequest(CompletionRequest):
-    """`POST /v1/completions`: the protocol's request plus vLLM's `ignore_eos`."""
+    """`POST /v1/completions`: the protocol's request plus vLLM's `ignore_eos` and agentrl's `lora_adapter` (the
+    adapter that must generate: 503 while it is not loaded, unlike a `model` name, which falls back to the base)."""
 
     ignore_eos: bool = False
     n: int = 1
+    lora_adapter: str | None = None
 
     def sampling(self) -> SamplingParams:
         return to_sampling(self, self.max_tokens)
