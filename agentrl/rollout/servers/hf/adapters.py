@@ -32,7 +32,9 @@ class Adapters:
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.versions: dict[str, int] = {}
-        self._layers: list[LoraLayer] = []
+        self._rows: Sequence[str | None] | str | None = None
+        """The adapters of the rows of the model call under way (see `rows`)."""
+        self._hooked: set[int] = set()
 
     def __contains__(self, name: object) -> bool:
         return name in self.versions
@@ -52,7 +54,7 @@ class Adapters:
             with warnings.catch_warnings():  # peft warns that a second adapter makes several: that is the point
                 warnings.filterwarnings("ignore", message="Already found a `peft_config`")
                 inject_adapter_in_model(config, self.model, adapter_name=name)
-            self._layers = [m for m in self.model.modules() if isinstance(m, LoraLayer)]
+            self._hook_new_layers()
         modules = dict(self.model.named_modules())
         with torch.no_grad():
             for module_name, (a, b) in pairs.items():
@@ -65,16 +67,28 @@ class Adapters:
     @contextlib.contextmanager
     def rows(self, names: Sequence[str | None] | str | None) -> Iterator[None]:
         """Model calls inside run each row through its adapter: `names` per row, or one name (None: the base
-        model) for every row of any call. Without adapters loaded, nothing changes."""
-        if not self._layers:
-            yield
-            return
-        handles = [layer.register_forward_pre_hook(_with_adapters(names), with_kwargs=True) for layer in self._layers]
+        model) for every row of any call. Outside, every row is the base model's."""
+        self._rows = names
         try:
             yield
         finally:
-            for handle in handles:
-                handle.remove()
+            self._rows = None
+
+    def _hook_new_layers(self) -> None:
+        """One forward pre-hook per LoRA layer, for good (hooks added and removed on every decode step would cost
+        a hot loop), handing it the rows' adapters (peft's `adapter_names`)."""
+        for layer in self.model.modules():
+            if isinstance(layer, LoraLayer) and id(layer) not in self._hooked:
+                layer.register_forward_pre_hook(self._with_adapters, with_kwargs=True)
+                self._hooked.add(id(layer))
+
+    def _with_adapters(self, _module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        names = self._rows
+        if names is None or isinstance(names, str):
+            rows = [names or BASE] * args[0].shape[0]
+        else:
+            rows = [name or BASE for name in names]
+        return args, {**kwargs, "adapter_names": rows}
 
     def _check_modules(self, pairs: Mapping[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
         modules = dict(self.model.named_modules())
@@ -127,19 +141,6 @@ def _rank(pairs: Mapping[str, tuple[torch.Tensor, torch.Tensor]]) -> int:
     if len(ranks) != 1:
         raise WeightUpdateError(f"adapter modules have different ranks {sorted(ranks)}; one rank per adapter")
     return ranks.pop()
-
-
-def _with_adapters(names: Sequence[str | None] | str | None):  # type: ignore[no-untyped-def]
-    """A forward pre-hook handing a LoRA layer its rows' adapters (peft's `adapter_names`)."""
-
-    def hook(_module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        if names is None or isinstance(names, str):
-            rows = [names or BASE] * args[0].shape[0]
-        else:
-            rows = [name or BASE for name in names]
-        return args, {**kwargs, "adapter_names": rows}
-
-    return hook
 
 
 __all__ = ["BASE", "Adapters", "adapter_pairs"]

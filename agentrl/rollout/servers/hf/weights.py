@@ -44,8 +44,8 @@ def base_state(model: torch.nn.Module, keep_vars: bool = False) -> dict[str, tor
 
 def validate_state_dict(model: torch.nn.Module, state: StateDict) -> None:
     """Raise `WeightUpdateError` unless `state` matches the model's names and shapes (tied aliases optional)."""
-    target = base_state(model)
-    aliases = tied_aliases(base_state(model, keep_vars=True))
+    target = base_state(model, keep_vars=True)
+    aliases = tied_aliases(target)
     missing = sorted(n for n in target if n not in state and n not in aliases)
     unexpected = sorted(n for n in state if n not in target)
     wrong = sorted(
@@ -65,8 +65,8 @@ def validate_state_dict(model: torch.nn.Module, state: StateDict) -> None:
 @torch.no_grad()
 def load_into(model: torch.nn.Module, state: StateDict) -> None:
     """Copy `state` into the model's tensors in place (dtype/device converted). Call `validate_state_dict` first."""
-    target = base_state(model)
-    aliases = tied_aliases(base_state(model, keep_vars=True))
+    target = base_state(model, keep_vars=True)
+    aliases = tied_aliases(target)
     for name, tensor in state.items():
         if name in aliases and aliases[name] in state:
             continue  # tied: the original name carries the same storage
