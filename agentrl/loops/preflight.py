@@ -136,8 +136,8 @@ def tree_problems(cfg: AgentRLConfig) -> list[str]:
         return []  # reported by the agent checks
     if not issubclass(loop, SteppedLoop):
         problems.append(
-            f"rollout.tree: the {loop.__name__} loop cannot be forked (tree rollouts need a SteppedLoop: the gym and "
-            "tool_agent loops are); run it without rollout.tree.branch_turns"
+            f"rollout.tree: the {loop.__name__} loop cannot be forked (tree rollouts need a SteppedLoop: the gym, "
+            "tool_agent and swe_agent loops are); run it without rollout.tree.branch_turns"
         )
     if cfg.env.enabled:
         from agentrl.envs.gym import fork_problem  # imports gymnasium: only for runs that use an environment

@@ -23,18 +23,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field
 
 from agentrl.config.schema import AgentConfig, SandboxConfig
-from agentrl.loops.base import AgentLoopBase, LoopOptions
-from agentrl.loops.context import AgentContext, StopLoop
+from agentrl.loops.base import LoopOptions
+from agentrl.loops.context import AgentContext
+from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
-from agentrl.sandbox.base import Sandbox
+from agentrl.sandbox.base import FORK_NOTE, Sandbox
 from agentrl.swe.repo import extract_patch, open_task_sandbox, work_repo
 from agentrl.swe.task import SWETask
 from agentrl.tools.parsers import get_parser
+from agentrl.tools.toolset import ToolSet
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
 PROMPT = """\
@@ -59,12 +62,15 @@ class SWELoopOptions(LoopOptions):
     patch_timeout_s: float = Field(60.0, gt=0, description="timeout of taking the diff out")
 
 
-class SWEAgentLoop(AgentLoopBase):
+class SWEAgentLoop(SteppedLoop):
     """Resolve a SWE-bench-format task with sandboxed tools; the diff lands in `metadata["model_patch"]`.
 
     The sample carries the task (its SWE-bench columns, as `agentrl.data` loads them into `extra_info`).
     Container limits come from the run's `sandbox:` section (memory, cpus, timeouts); its `backend` may stay
     `none`, since the loop starts each task's container itself from the task's image.
+
+    Its episodes fork (`rollout.tree`): each child gets a container holding the parent's repository as it is at
+    the fork (files, not processes: `FORK_NOTE`), the tools over it, and what is left of the time budget.
     """
 
     Options = SWELoopOptions
@@ -75,58 +81,111 @@ class SWEAgentLoop(AgentLoopBase):
         super().__init__(config, **kwargs)
         self.parser = get_parser(self.config.tool_parser)
 
-    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+    async def begin(self, sample: Sample, ctx: AgentContext) -> SWEState:
         task = SWETask.from_sample(sample)
         traj = ctx.trajectory
         traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
         tools = require_tools(ctx, "swe_agent")
+        prompt = self.options.prompt.format(problem_statement=task.problem_statement, repo_dir=work_repo(task))
+        ctx.start([Message(role="user", content=prompt)])
         started = time.perf_counter()
         sandbox, base = await open_swe_sandbox(task, self._sandbox_config(), run_id=f"swe-{traj.id[:8]}")
         _add_time(traj, "sandbox_setup_s", started)
+        ctx.sandbox = tools.sandbox = sandbox
+        traj.metadata["base_commit"] = base
+        budget = self.options.time_budget_s
+        deadline = None if budget is None else asyncio.get_running_loop().time() + budget
+        return SWEState(task, base, sandbox, deadline)
+
+    async def step(self, ctx: AgentContext, state: SWEState) -> bool:
         try:
-            ctx.sandbox = tools.sandbox = sandbox
-            traj.metadata["base_commit"] = base
-            try:
-                async with asyncio.timeout(self.options.time_budget_s):
-                    await self._turns(task, ctx)
-            except StopLoop as stop:
-                traj.stop_reason = stop.reason
-            except TimeoutError:
-                traj.stop_reason = StopReason.TIME_BUDGET
-                traj.error = f"time budget of {self.options.time_budget_s:g}s spent"
+            async with asyncio.timeout_at(state.deadline):
+                return await self._turn(ctx)
+        except TimeoutError:
+            ctx.trajectory.stop_reason = StopReason.TIME_BUDGET
+            ctx.trajectory.error = f"time budget of {self.options.time_budget_s:g}s spent"
+            return True
+
+    async def _turn(self, ctx: AgentContext) -> bool:
+        turn = await ctx.generate()
+        parsed = self.parser.parse(turn.text)
+        errors = parsed.errors
+        if not parsed.calls and not parsed.errors:
+            if self.options.on_no_tool_call == "stop":
+                ctx.finish()
+                return True
+            errors = [NO_TOOL_CALL.removeprefix("Error: ")]
+        results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
+        submitted = [r for r in results if r.metadata.get("submitted")]
+        if submitted:
+            ctx.trajectory.stop_reason = StopReason.DONE
+            ctx.trajectory.metadata["submission"] = submitted[0].metadata.get("answer", "")
+            return True
+        answer_calls(ctx, results)
+        return False
+
+    async def end(self, ctx: AgentContext, state: SWEState) -> None:
+        """Take the diff out (also when a budget ended the episode), then remove the container."""
+        traj = ctx.trajectory
+        try:
             extracted = time.perf_counter()
-            traj.metadata["model_patch"] = await extract_patch(sandbox, task, base, self.options.patch_timeout_s)
+            traj.metadata["model_patch"] = await extract_patch(
+                state.sandbox, state.task, state.base, self.options.patch_timeout_s
+            )
             _add_time(traj, "patch_extract_s", extracted)
         finally:
             ctx.sandbox = None
             closing = time.perf_counter()
-            await asyncio.shield(sandbox.close())
+            await state.release()
             _add_time(traj, "sandbox_close_s", closing)
         traj.metrics["swe/patch_lines"] = float(_changed_lines(traj.metadata["model_patch"]))
-        return traj
 
-    async def _turns(self, task: SWETask, ctx: AgentContext) -> None:
-        prompt = self.options.prompt.format(problem_statement=task.problem_statement, repo_dir=work_repo(task))
-        ctx.start([Message(role="user", content=prompt)])
-        while True:
-            turn = await ctx.generate()
-            parsed = self.parser.parse(turn.text)
-            errors = parsed.errors
-            if not parsed.calls and not parsed.errors:
-                if self.options.on_no_tool_call == "stop":
-                    ctx.finish()
-                    return
-                errors = [NO_TOOL_CALL.removeprefix("Error: ")]
-            results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
-            submitted = [r for r in results if r.metadata.get("submitted")]
-            if submitted:
-                ctx.trajectory.stop_reason = StopReason.DONE
-                ctx.trajectory.metadata["submission"] = submitted[0].metadata.get("answer", "")
-                return
-            answer_calls(ctx, results)
+    async def fork_state(self, state: SWEState, children: list[AgentContext]) -> list[SWEState]:
+        """Each child gets a fork of the container (the repository as it is now; no processes), the tools over it
+        (`ToolSet.fork`) and the parent's deadline."""
+        parent = children[0]
+        sandboxes = await state.sandbox.fork(len(children))
+        states: list[SWEState] = []
+        try:
+            for ctx, sandbox in zip(children, sandboxes, strict=True):
+                tools = require_tools(parent, "swe_agent").fork(ctx.trajectory.id, sandbox)
+                ctx.sandbox, ctx.tools = sandbox, tools
+                ctx.trajectory.metadata["fork"] = FORK_NOTE
+                states.append(SWEState(state.task, state.base, sandbox, state.deadline, tools))
+        except BaseException:
+            await asyncio.gather(*(s.close() for s in sandboxes))
+            raise
+        return states
+
+    async def discard(self, state: SWEState) -> None:
+        await state.release()
 
     def _sandbox_config(self) -> SandboxConfig:
         return self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
+
+
+@dataclass
+class SWEState:
+    """What the SWE loop keeps between turns: the task, its base commit, the episode's container (which the state
+    owns), the time budget's deadline (event-loop time) and, in a forked episode, the tools the fork made."""
+
+    task: SWETask
+    base: str
+    sandbox: Sandbox
+    deadline: float | None = None
+    forked_tools: ToolSet | None = None
+    released: bool = field(default=False, repr=False)
+
+    async def release(self) -> None:
+        """Remove the container and free the fork's tools; calling it again does nothing."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            if self.forked_tools is not None:
+                await self.forked_tools.release()
+        finally:
+            await asyncio.shield(self.sandbox.close())
 
 
 async def open_swe_sandbox(task: SWETask, config: Any, run_id: str) -> tuple[Sandbox, str]:

@@ -134,8 +134,9 @@ async def _leaf(
         _record_stop(traj, exc)
     try:
         await loop.end(ctx, state)
-    except Exception as error:
-        traj.metadata["end_error"] = f"{type(error).__name__}: {error}"
+    except Exception as error:  # as in a plain run, where `end` raising fails the trajectory
+        if exc is None or isinstance(exc, StopLoop):
+            _record_stop(traj, error)
     if traj.stop_reason is None:
         traj.stop_reason = StopReason.DONE
     _mark(traj, tree_id, path, shape.branch_turns[: len(path)])

@@ -20,7 +20,7 @@ from agentrl.loops.testing import ScriptedOutput
 from agentrl.loops.tool_calling import ToolAgentLoop
 from agentrl.loops.tree import TreeShape, check_forkable, child_seed, run_tree
 from agentrl.rollout.protocol import SamplingParams
-from agentrl.sandbox.base import FORK_NOTE
+from agentrl.sandbox.base import FORK_NOTE, SandboxError
 from agentrl.sandbox.local import LocalSandbox
 from agentrl.tools.builtin.shell import BashTool
 from agentrl.tools.toolset import ToolSet
@@ -129,6 +129,29 @@ def test_a_failing_child_leaves_its_siblings_standing(tokenizer) -> None:
     by_path = {tuple(leaf.metadata["tree"]["path"]): leaf for leaf in leaves}
     assert by_path[(1,)].stop_reason is StopReason.ERROR and "server went away" in by_path[(1,)].error
     assert by_path[(0,)].error is None and by_path[(0,)].reward is not None
+
+
+def test_a_leaf_whose_end_fails_is_a_failed_leaf_as_in_a_plain_run(tokenizer) -> None:
+    class LosingItsOutcome(GymAgentLoop):
+        """`end` fails for the second child (as the SWE loop's does when the patch cannot be taken out)."""
+
+        doomed = ""
+
+        async def fork_state(self, state, children):
+            self.doomed = children[1].trajectory.id
+            return await super().fork_state(state, children)
+
+        async def end(self, ctx, state):
+            await super().end(ctx, state)
+            if ctx.trajectory.id == self.doomed:
+                raise SandboxError("the container went away")
+
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    doomed_loop = LosingItsOutcome(AGENT, env=loop().env_config)
+    leaves = asyncio.run(run_tree(doomed_loop, ctx.sample, ctx, TreeShape(branch_turns=(1,), width=2)))
+    by_path = {tuple(leaf.metadata["tree"]["path"]): leaf for leaf in leaves}
+    assert by_path[(1,)].stop_reason is StopReason.SANDBOX_ERROR and "went away" in by_path[(1,)].error
+    assert by_path[(0,)].error is None
 
 
 def test_the_leaves_give_tree_grpo_its_tree(tokenizer) -> None:
