@@ -43,22 +43,54 @@ class TreeConfig(_Section):
     branch_turns: list[int] = Field(
         default_factory=list,
         description="tree rollouts: fork each episode (its tokens, loop state, environment and sandbox) at these turn "
-        "counts (0: before the first turn); empty: no tree, rollout.n independent episodes",
+        "counts (0: before the first turn); empty (and no every / entropy): no tree, rollout.n independent episodes",
     )
-    width: int = Field(
-        2, ge=2, description="children per branch point; a tree has up to width^len(branch_turns) leaves"
+    every: int = Field(
+        0, ge=0, description="instead of branch_turns: fork every this many turns, up to max_branch_points times"
+    )
+    entropy: float | None = Field(
+        None,
+        gt=0,
+        description="instead of branch_turns: fork after a turn whose first entropy_tokens tokens were uncertain, "
+        "their mean surprisal (-logprob: an estimate of the policy's entropy there) at least this many nats (as "
+        "ARPO branches), up to max_branch_points times",
+    )
+    entropy_tokens: int = Field(16, ge=1, description="with entropy: the turn's first tokens it averages over")
+    max_branch_points: int = Field(2, ge=1, description="with every or entropy: forks along one path at most")
+    width: int = Field(2, ge=2, description="children per branch point; a tree has up to width^depth leaves")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="budget of a tree: once its episodes generated this many tokens in all (a shared prefix "
+        "counted once), it forks no more and its running episodes play to their ends",
+    )
+    max_tool_calls: int | None = Field(
+        None, ge=1, description="budget of a tree in tool calls (every node's counted once), as max_tokens"
     )
 
     @model_validator(mode="after")
-    def _increasing(self) -> TreeConfig:
+    def _one_rule(self) -> TreeConfig:
         turns = self.branch_turns
         if any(t < 0 for t in turns) or turns != sorted(set(turns)):
             raise ValueError(f"rollout.tree.branch_turns must be increasing turn counts >= 0, got {turns}")
+        rules = [name for name, on in self._rules().items() if on]
+        if len(rules) > 1:
+            raise ValueError(
+                f"rollout.tree: {' and '.join(rules)} are set; choose one rule of where to branch and unset the others"
+            )
+        if not rules and (self.max_tokens or self.max_tool_calls):
+            raise ValueError(
+                "rollout.tree.max_tokens / max_tool_calls budget a tree, but no tree is set: set "
+                "rollout.tree.branch_turns, every or entropy"
+            )
         return self
+
+    def _rules(self) -> dict[str, bool]:
+        return {"branch_turns": bool(self.branch_turns), "every": self.every > 0, "entropy": self.entropy is not None}
 
     @property
     def enabled(self) -> bool:
-        return bool(self.branch_turns)
+        return any(self._rules().values())
 
 
 class RolloutConfig(_Section):
@@ -122,8 +154,9 @@ class RolloutConfig(_Section):
     )
     tree: TreeConfig = Field(
         default_factory=TreeConfig,
-        description="tree rollouts: rollout.n trees per prompt, each forked at rollout.tree.branch_turns; all the "
-        "leaves of a prompt are its group",
+        description="tree rollouts: rollout.n trees per prompt, each forked at rollout.tree.branch_turns (or every "
+        "rollout.tree.every turns, or where the policy was uncertain: rollout.tree.entropy); all the leaves of a "
+        "prompt are its group",
     )
     weight_update: Literal["finish", "abort", "resume"] = Field(
         "finish",

@@ -1,0 +1,118 @@
+"""Where a tree branches (fixed turns, every k turns, after an uncertain turn) and its budget in generated tokens
+and tool calls; the settings checked at load."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from agentrl.config import ConfigError, load_config
+from agentrl.config.schema import AgentConfig, TrainerConfig
+from agentrl.errors import UserError
+from agentrl.loops.testing import ScriptedOutput
+from agentrl.loops.tool_calling import ToolAgentLoop
+from agentrl.loops.tree import TreeShape, run_tree
+from agentrl.loops.tree_shape import last_turn_surprisal
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.sandbox.local import LocalSandbox
+from agentrl.trainer.advantages import row_advantages
+from agentrl.types import Message, Sample, StopReason
+from tests.unit.test_tree_rollout import ACTIONS, SeededPolicy, context, loop, tool_context
+
+UNCERTAIN, CERTAIN = -3.0, -0.25
+
+
+class SometimesUnsure(SeededPolicy):
+    """An action drawn from the seed; a third of the turns (by seed) are uncertain: logprobs of -3 nats a token."""
+
+    async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+        draw = random.Random(sampling.seed)
+        text, unsure = draw.choice(ACTIONS), draw.random() < 1 / 3
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        return ScriptedOutput(ids, [UNCERTAIN if unsure else CERTAIN] * len(ids), "stop")
+
+
+def play(shape: TreeShape, tokenizer, policy=None):
+    ctx = context(tokenizer, policy or SeededPolicy(tokenizer))
+    return ctx, asyncio.run(run_tree(loop(), ctx.sample, ctx, shape))
+
+
+def branches(leaves) -> list[tuple[list[int], list[int]]]:
+    return sorted((leaf.metadata["tree"]["path"], leaf.metadata["tree"]["branch_turns"]) for leaf in leaves)
+
+
+def test_every_k_turns_forks_at_its_multiples_up_to_max_branch_points(tokenizer) -> None:
+    _, leaves = play(TreeShape(every=2, max_branch_points=2), tokenizer)
+    assert branches(leaves) == [([a, b], [2, 4]) for a in (0, 1) for b in (0, 1)]
+    _, leaves = play(TreeShape(every=1, max_branch_points=1, width=3), tokenizer)
+    assert branches(leaves) == [([a], [1]) for a in (0, 1, 2)]
+
+
+def test_a_tree_forks_after_the_turns_its_policy_was_unsure_of(tokenizer) -> None:
+    _, leaves = play(TreeShape(entropy=2.0, max_branch_points=2), tokenizer, SometimesUnsure(tokenizer))
+    assert len(leaves) >= 2
+    for leaf in leaves:
+        forks = leaf.metadata["tree"]["branch_turns"]
+        replies = [s for s in leaf.segments if s.trainable or s.role == "assistant"]
+        unsure = [turn for turn, s in enumerate(replies, 1) if s.logprobs and s.logprobs[0] == UNCERTAIN]
+        assert len(forks) == len(leaf.metadata["tree"]["path"]) <= 2
+        assert all(turn in unsure for turn in forks)  # it forked after uncertain turns only
+        if len(forks) < 2:  # below the cap, it forked after every unsure turn but its last (nothing followed)
+            assert [t for t in unsure if t < leaf.num_turns] == forks
+    assert len({tuple(leaf.metadata["tree"]["branch_turns"]) for leaf in leaves}) >= 2  # subtrees branch apart
+    rows = row_advantages(TrainerConfig(advantage="tree_grpo"), _scored(leaves))  # credit takes uneven trees
+    assert len(rows.rows) == len(leaves)
+
+
+def _scored(leaves):
+    for i, leaf in enumerate(leaves):
+        leaf.reward = float(i % 2)
+        leaf.turn_rewards = [0.0] * (leaf.num_turns_in_all_steps() - 1) + [leaf.reward]
+    return leaves
+
+
+def test_surprisal_is_the_mean_negative_logprob_of_the_turns_first_tokens(tokenizer) -> None:
+    ctx, (leaf, *_) = play(TreeShape(branch_turns=(1,)), tokenizer)
+    assert last_turn_surprisal(leaf, 16) == pytest.approx(0.25)
+    assert last_turn_surprisal(ctx.trajectory.model_copy(update={"segments": []}), 16) == 0.0
+
+
+def test_a_tree_forks_no_more_once_its_budget_is_spent(tokenizer) -> None:
+    _, full = play(TreeShape(every=1, max_branch_points=2), tokenizer)
+    first_turn = len(next(s for s in full[0].segments if s.trainable).token_ids)
+    _, leaves = play(TreeShape(every=1, max_branch_points=2, max_tokens=first_turn + 1), tokenizer)
+    assert branches(leaves) == [([0], [1]), ([1], [1])]  # forked after turn 1, spent by the children's turn 2
+    _, leaves = play(TreeShape(every=1, max_branch_points=2, max_tokens=first_turn), tokenizer)
+    assert branches(leaves) == [([], [])]  # spent by the root's first turn: one episode
+    assert leaves[0].num_turns > 1 and leaves[0].stop_reason in (StopReason.DONE, StopReason.MAX_TURNS)
+
+
+def test_a_tool_call_budget_counts_the_trees_calls(tokenizer) -> None:
+    async def scenario(budget: int | None):
+        sandbox = LocalSandbox()
+        ctx = tool_context(tokenizer, sandbox)
+        ctx.sample = Sample(prompt=[Message(role="user", content="write three words")])
+        tool_loop = ToolAgentLoop(AgentConfig(name="tool_agent", tool_parser="hermes"))
+        shape = TreeShape(every=1, max_branch_points=2, max_tool_calls=budget)
+        leaves = await run_tree(tool_loop, ctx.sample, ctx, shape)
+        await ctx.tools.release()
+        await sandbox.close()
+        return leaves
+
+    assert len(asyncio.run(scenario(None))) == 4
+    assert branches(asyncio.run(scenario(2))) == [([0], [1]), ([1], [1])]  # 1 call, fork; 1 + 2 calls: spent
+    assert branches(asyncio.run(scenario(1))) == [([], [])]
+
+
+def test_tree_settings_are_checked_at_load() -> None:
+    cfg = load_config("gym", ["rollout.tree.every=2", "rollout.tree.max_tokens=4000"])
+    assert cfg.rollout.tree.enabled and TreeShape.of(cfg.rollout.tree).leaves == 4
+    assert load_config("gym", ["rollout.tree.entropy=1.5"]).rollout.tree.enabled
+    with pytest.raises(ConfigError, match="branch_turns and every are set; choose one rule"):
+        load_config("gym", ["rollout.tree.branch_turns=[1]", "rollout.tree.every=2"])
+    with pytest.raises(ConfigError, match="no tree is set"):
+        load_config("gym", ["rollout.tree.max_tool_calls=8"])
+    with pytest.raises(UserError, match="exactly one rule"):
+        TreeShape(width=2)
