@@ -2,8 +2,8 @@
 # Issue 45's learning comparison on the gym recipe: tree rollouts with tree_grpo against flat GRPO and flat GiGPO
 # at equal cost per step (16 prompts; flat: 4 episodes each; tree: 2 trees each, forked once after the first turn
 # into 2 leaves, so 4 leaves per prompt and no more generated tokens than flat). Runs one at a time (2 cores).
-# Usage: ARMS="tree gigpo grpo" scripts/tree_comparison.sh OUT_ROOT SEED... ; each run writes
-# OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to all three).
+# Usage: ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED... ; each run
+# writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to all three; EXTRA: overrides given to every arm).
 set -euo pipefail
 out_root=$1; shift
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
@@ -17,7 +17,7 @@ for seed in "$@"; do
       tree) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=2
                   trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;  # GiGPO's, not tree_grpo's
     esac
-    .venv/bin/agentrl train recipe=gym rollout.seed="$seed" seed="$seed" output_dir="$dir" "${args[@]}" \
+    .venv/bin/agentrl train recipe=gym rollout.seed="$seed" seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"
   done
 done

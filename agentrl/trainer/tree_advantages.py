@@ -156,7 +156,8 @@ def tree_grpo_advantage(
     `trainer.gigpo_step_norm` as the normalization). A turn before a branch point belongs to the inner node all the
     leaves below share: one leaf trains it (the first by path), the others leave it untrained.
 
-    Metric: `train/tree_leaves_per_tree`.
+    Each leaf's `metadata["tree"]["node_advantages"]` records the advantage of every node on its path, root first
+    (the viewer draws them). Metric: `train/tree_leaves_per_tree`.
 
     Raises:
         UserError: an episode that was not played as part of a tree (`rollout.tree`).
@@ -173,6 +174,11 @@ def tree_grpo_advantage(
     for index in sorted(range(len(episodes)), key=lambda i: tuple(episodes[i].tree["path"])):  # type: ignore[index]
         for turn in range(episodes[index].num_turns):
             owners.setdefault(_node_of(episodes[index], turn), index)
+    for episode in episodes:  # for the viewer: the advantage of each node on the leaf's path, root first
+        tree = episode.tree or {}
+        tree["node_advantages"] = [
+            advantage[(tree["id"], tuple(tree["path"][:d]))] for d in range(len(tree["path"]) + 1)
+        ]
     per_turn, untrained = [], []
     for index, episode in enumerate(episodes):
         keys = [_node_of(episode, turn) for turn in range(episode.num_turns)]

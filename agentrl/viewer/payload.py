@@ -1,4 +1,5 @@
-"""The viewer's data: runs → steps → groups → trajectories, as one JSON-ready dict inlined in the page.
+"""The viewer's data: runs → steps → groups → trajectories (and a step's tree rollouts, `trees`), as one JSON-ready
+dict inlined in the page.
 
 Trajectories are one flat list (`trajs`); runs, steps and groups refer to them by index, so the page filters one
 list and rebuilds the tree from it.
@@ -15,6 +16,7 @@ from agentrl.types import Trajectory
 from agentrl.viewer.messages import message_view
 from agentrl.viewer.runs import RunData, StepData
 from agentrl.viewer.tokens import TokenDecoder
+from agentrl.viewer.trees import tree_views
 
 LOGPROB_DIGITS = 4
 
@@ -28,10 +30,14 @@ def build_payload(runs: list[RunData], decoder: TokenDecoder | None, token_note:
         steps = []
         for step_index, step in enumerate(run.steps):
             groups: dict[str, list[int]] = defaultdict(list)
+            first = len(trajs)
             for traj in step.trajectories:
                 groups[traj.group_id or traj.id].append(len(trajs))
                 trajs.append(trajectory_view(traj, run, decoder, page_dir, (run_index, step_index)))
-            steps.append(_step_view(step, groups, metrics_by_step))
+            trees, tree_of = tree_views(list(enumerate(step.trajectories, first)))
+            for index, tree in tree_of.items():
+                trajs[index]["tree_at"] = tree
+            steps.append({**_step_view(step, groups, metrics_by_step), "trees": trees})
         run_views.append({"name": run.name, "path": str(run.path), "steps": steps, "warnings": run.warnings})
     return _finite(
         {

@@ -175,3 +175,21 @@ def windowed_trajectory(moves: list[str], policies: list[str] | None = None) -> 
     *earlier, last = [sample(move, policy) for move, policy in zip(moves, names, strict=True)]
     rewards = {name: float(k) for k, name in enumerate(dict.fromkeys(policies or []))}
     return last.model_copy(update={"id": "windowed", "earlier_steps": earlier, "policy_rewards": rewards})
+
+
+def tree_leaves() -> list[Trajectory]:
+    """The 4 leaves of a tree rollout forked after turns 1 and 2 (paths 0·0, 0·1, 1·0, 1·1), rewards 1, 0, 0, 0,
+    each with the `tree_grpo` advantages of the nodes on its path as the trainer records them."""
+    advantages = {
+        (0, 0): [0.0, 0.87, 1.5],
+        (0, 1): [0.0, 0.87, -0.5],
+        (1, 0): [0.0, -0.87, -0.5],
+        (1, 1): [0.0, -0.87, -0.5],
+    }
+    leaves = []
+    for path, reward in zip(advantages, (1.0, 0.0, 0.0, 0.0), strict=True):
+        traj = windowed_trajectory(["LEFT", "DOWN", "UP"])
+        tree = {"id": "tree-a", "path": list(path), "branch_turns": [1, 2], "node_advantages": advantages[path]}
+        update = {"id": f"leaf-{path[0]}{path[1]}", "group_id": "g", "reward": reward, "num_turns": 3}
+        leaves.append(traj.model_copy(update={**update, "metadata": {"tree": tree}}))
+    return leaves

@@ -67,3 +67,5 @@ def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_
     assert [s["step"] for s in steps] == [1, 2]
     check_trees(tmp_path, prefix_trained_once=True)  # tree_grpo trains a shared prefix once
     assert all(1.0 <= s["train/tree_leaves_per_tree"] <= 2.0 for s in steps)
+    for leaf in leaves(tmp_path, 2):  # the saved leaves carry their nodes' advantages (the viewer draws them)
+        assert len(leaf.metadata["tree"]["node_advantages"]) == len(leaf.metadata["tree"]["path"]) + 1

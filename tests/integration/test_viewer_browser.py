@@ -13,7 +13,14 @@ import threading
 import pytest
 
 from agentrl.viewer import build_viewer, make_server
-from agentrl.viewer.testing import DETAIL_LOG, FINAL_ANSWER, TOOL_OUTPUT, windowed_trajectory, write_sample_run
+from agentrl.viewer.testing import (
+    DETAIL_LOG,
+    FINAL_ANSWER,
+    TOOL_OUTPUT,
+    tree_leaves,
+    windowed_trajectory,
+    write_sample_run,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -204,3 +211,21 @@ def test_replies_show_their_policy_and_rewards_each_policys(browser, tmp_path):
     assert [h.strip() for h in heads] == ["assistant · policy describer", "assistant · policy guesser"]
     rows = texts(browser, "#reward-components tr[data-policy]")
     assert [r.replace(" ", "") for r in rows] == ["policydescriber0", "policyguesser1"]
+
+
+def test_a_tree_rollout_is_drawn_as_a_tree(browser, tmp_path):
+    (tmp_path / "trajectories.jsonl").write_text("".join(t.to_json() + "\n" for t in tree_leaves()))
+    open_page(browser, build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None).as_uri(), "leaf-10")
+
+    nodes = browser.find_elements(By.CSS_SELECTOR, "#tree-view .tree-node")
+    assert [n.get_attribute("data-path") for n in nodes] == ["", "0", "0.0", "0.1", "1", "1.0", "1.1"]
+    heads = {n.get_attribute("data-path"): n.find_element(By.CSS_SELECTOR, ".node-head").text for n in nodes}
+    assert "root · turn 1 · V=0.25 · A=0" in heads[""]
+    assert "branch 0 · turn 2 · V=0.50 · A=0.87" in heads["0"] and "A=1.50" in heads["0.0"]
+    siblings = [n for n in nodes if n.get_attribute("data-path") in ("0", "1")]
+    assert siblings[0].rect["y"] == siblings[1].rect["y"] and siblings[0].rect["x"] < siblings[1].rect["x"]
+    (current,) = browser.find_elements(By.CSS_SELECTOR, "#tree-view .tree-node.current")
+    assert current.get_attribute("data-path") == "1.0"
+    assert texts(browser, '.traj-row[data-traj-id="leaf-10"] .tree-path') == ["tree 1·0"]
+    browser.find_element(By.CSS_SELECTOR, '#tree-view .tree-node[data-path="0.0"] .tree-leaf').click()
+    WebDriverWait(browser, 5).until(lambda d: d.find_elements(By.CSS_SELECTOR, 'article[data-traj-id="leaf-00"]'))

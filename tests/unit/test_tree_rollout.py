@@ -331,6 +331,10 @@ def test_tree_grpo_credits_each_turn_with_its_node_and_trains_a_shared_prefix_on
     assert sum(segment.trainable for segment in first_reply) == 1  # the root's turn: trained by one leaf only
     assert sum(sum(s.trainable for s in leaf.segments) for leaf in leaves) == sum(generated) - 3 - 2  # root x3, 2 mids
     assert rows.metrics["train/tree_leaves_per_tree"] == 4.0
+    for leaf in leaves:  # recorded for the viewer: each node's advantage on the leaf's path
+        path = tuple(leaf.metadata["tree"]["path"])
+        on_path = [expected[(tree_id, path[:depth])] for depth in range(3)]
+        assert leaf.metadata["tree"]["node_advantages"] == pytest.approx(on_path)
     for row, row_adv in zip(rows.rows, rows.tokens, strict=True):  # each advantage on its own turn's tokens
         first = next(i for i, s in enumerate(row.segments) if s.trainable)
         trained = [s.trainable for s in row.segments[first:] for _ in s.token_ids]

@@ -15,7 +15,7 @@ from agentrl.viewer.messages import MAX_INLINE_IMAGE_BYTES, message_view
 from agentrl.viewer.page import DATA_ELEMENT_ID, embed_json
 from agentrl.viewer.payload import drift_of
 from agentrl.viewer.runs import load_runs
-from agentrl.viewer.testing import PIXEL_PNG, TOOL_OUTPUT, windowed_trajectory, write_sample_run
+from agentrl.viewer.testing import PIXEL_PNG, TOOL_OUTPUT, tree_leaves, windowed_trajectory, write_sample_run
 from agentrl.viewer.tokens import tokenizer_fits
 
 
@@ -287,3 +287,18 @@ def test_replies_of_a_run_of_one_policy_carry_no_policy_label(tmp_path):
     (tmp_path / "trajectories.jsonl").write_text(windowed_trajectory(["LEFT"]).to_json() + "\n")
     (view,) = page_data(build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None))["trajs"]
     assert all("policy" not in m for m in view["messages"]) and view["policy_rewards"] == {}
+
+
+def test_the_leaves_of_a_tree_rollout_become_its_nodes(tmp_path):
+    leaves = tree_leaves()
+    alone = windowed_trajectory(["LEFT"]).model_copy(update={"id": "alone", "reward": 1.0})
+    (tmp_path / "trajectories.jsonl").write_text("".join(t.to_json() + "\n" for t in [alone, *leaves]))
+    data = page_data(build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None))
+    (tree,) = data["runs"][0]["steps"][0]["trees"]
+    nodes = {tuple(n["path"]): n for n in tree["nodes"]}
+    assert list(nodes) == [(), (0,), (0, 0), (0, 1), (1,), (1, 0), (1, 1)]  # depth first: siblings together
+    assert nodes[()]["value"] == 0.25 and nodes[(0,)]["value"] == 0.5 and nodes[(1,)]["value"] == 0.0
+    assert nodes[()]["turns"] == [0, 1] and nodes[(0,)]["turns"] == [1, 2] and nodes[(0, 1)]["turns"] == [2, 3]
+    assert nodes[(0,)]["advantage"] == 0.87 and nodes[(0, 0)]["advantage"] == 1.5
+    assert nodes[()]["leaf"] is None and data["trajs"][nodes[(1, 0)]["leaf"]]["id"] == "leaf-10"
+    assert "tree_at" not in data["trajs"][0] and {t.get("tree_at") for t in data["trajs"][1:]} == {0}

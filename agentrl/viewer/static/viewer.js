@@ -134,6 +134,9 @@
       el("span", { class: "r", text: `r=${fmt(t.reward, 2)}` }),
       el("span", { class: `badge stop-${stopOf(t)}`, text: stopOf(t) }),
       el("span", { text: `#${t.sample_index} · ${t.turns} turns` }),
+      t.tree_at !== undefined
+        ? el("span", { class: "badge tree-path", title: "leaf of a tree rollout: its branch at each fork", text: `tree ${treePath(t)}` })
+        : null,
       t.drift ? el("span", { class: "badge drift", text: "drift" }) : null,
       t.error ? el("span", { class: "badge stop-error", text: "error" }) : null,
       t.failed
@@ -171,6 +174,49 @@
       node.classList.add("run");
       tree.append(node);
     });
+  }
+
+  // ---- tree rollouts -------------------------------------------------------------------------------------
+  const treePath = (t) => (t.metadata.tree.path.length ? t.metadata.tree.path.join("·") : "root");
+  const samePath = (a, b) => a.length === b.length && a.every((x, k) => x === b[k]);
+
+  // The tree a leaf belongs to, drawn as nested boxes: each node's turns, outcome (mean reward of the leaves
+  // below) and advantage; the children of a branch point side by side; a leaf links to its trajectory.
+  function treeSection(t) {
+    if (t.tree_at === undefined) return null;
+    const tree = DATA.runs[t.run].steps[t.step].trees[t.tree_at];
+    const childrenOf = (path) => tree.nodes.filter((n) => n.path.length === path.length + 1 && samePath(n.path.slice(0, -1), path));
+    const turns = ([start, end]) => {
+      if (end !== null && end <= start) return "no turns";
+      return end === start + 1 ? `turn ${end}` : `turns ${start + 1}–${end === null ? "…" : end}`;
+    };
+    function box(node) {
+      const mine = node.leaf !== null && DATA.trajs[node.leaf].id === t.id;
+      const head = [
+        el("span", { class: "node-name", text: node.path.length ? `branch ${node.path.join("·")}` : "root" }),
+        el("span", { text: ` · ${turns(node.turns)}` }),
+        el("span", { class: "node-value", text: ` · V=${fmt(node.value, 2)}` }),
+        el("span", { class: "node-adv", text: ` · A=${fmt(node.advantage, 2)}` }),
+      ];
+      const leaf =
+        node.leaf === null
+          ? null
+          : el("button", { type: "button", class: "tree-leaf", on: { click: () => select(node.leaf) } }, `r=${fmt(DATA.trajs[node.leaf].reward, 2)} · ${stopOf(DATA.trajs[node.leaf])}`);
+      const kids = childrenOf(node.path);
+      return el(
+        "div",
+        { class: "tree-node" + (mine ? " current" : ""), data: { path: node.path.join(".") } },
+        el("div", { class: "node-head" }, head, leaf),
+        kids.length ? el("div", { class: "tree-children" }, kids.map(box)) : null
+      );
+    }
+    const root = tree.nodes.find((n) => n.path.length === 0);
+    const leaves = tree.nodes.filter((n) => n.leaf !== null).length;
+    return [
+      el("h3", { text: `Tree rollout (${leaves} leaves)` }),
+      el("p", { class: "section-note", text: "V: the mean reward of the leaves below a node. A: its tree_grpo advantage (– when the run used another estimator). Forks copy the episode's state; siblings start from one true state." }),
+      el("div", { class: "tree-view", id: "tree-view" }, box(root)),
+    ];
   }
 
   // ---- detail --------------------------------------------------------------------------------------------
@@ -382,6 +428,7 @@
       ]),
       el("h3", { text: "Reward components" }),
       rewardTable(t),
+      treeSection(t),
       el("h3", { text: "Timings (s)" }),
       kvTable("timings", t.timings),
       ...earlierStepSections(t),
