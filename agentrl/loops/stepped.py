@@ -53,6 +53,11 @@ class SteppedLoop(AgentLoopBase):
     async def discard(self, state: Any) -> None:
         """Free a state whose episode was forked: its children go on, it records nothing."""
 
+    async def prepare_fork(self, ctx: AgentContext, state: Any, children: int) -> None:
+        """Called before the turn after which the episode will fork into `children`: start what the fork will need
+        (a sandbox's containers: `Sandbox.prepare_forks`) while the turn is played. Optional; does nothing here."""
+        return None
+
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         state = await self.begin(sample, ctx)
         try:

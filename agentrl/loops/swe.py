@@ -160,6 +160,9 @@ class SWEAgentLoop(SteppedLoop):
     async def discard(self, state: SWEState) -> None:
         await state.release()
 
+    async def prepare_fork(self, ctx: AgentContext, state: SWEState, children: int) -> None:
+        await state.sandbox.prepare_forks(children)
+
     def _sandbox_config(self) -> SandboxConfig:
         return self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
 

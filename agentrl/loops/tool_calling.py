@@ -87,6 +87,10 @@ class ToolAgentLoop(SteppedLoop):
     async def discard(self, state: ToolLoopState) -> None:
         await state.release()
 
+    async def prepare_fork(self, ctx: AgentContext, state: ToolLoopState, children: int) -> None:
+        if ctx.sandbox is not None:
+            await ctx.sandbox.prepare_forks(children)
+
     async def _user_turn(self, ctx: AgentContext, state: ToolLoopState) -> str | None:
         if self.interaction is None:
             return None

@@ -74,6 +74,8 @@ class _Tree:
         or to its end (then it is a leaf)."""
         try:
             while self.budget.spent or not self.shape.branches_here(ctx.trajectory, taken):
+                if not self.budget.spent and self.shape.branches_after_next_turn(ctx.trajectory, taken):
+                    await self.loop.prepare_fork(ctx, state, self.shape.width)  # containers start during the turn
                 before = usage(ctx.trajectory)
                 done = await self.loop.step(ctx, state)
                 self.budget.add(before, ctx.trajectory)

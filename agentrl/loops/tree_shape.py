@@ -97,6 +97,16 @@ class TreeShape:
         assert self.entropy is not None
         return turn > 0 and last_turn_surprisal(traj, self.entropy_tokens) >= self.entropy
 
+    def branches_after_next_turn(self, traj: Trajectory, taken: tuple[int, ...]) -> bool:
+        """Whether the episode will fork once its next turn is played, as far as the rule knows in advance (fixed
+        turns and every k turns do; an uncertain turn is known only once played)."""
+        turn = traj.num_turns + 1
+        if len(taken) >= self.depth:
+            return False
+        if self.branch_turns:
+            return turn == self.branch_turns[len(taken)]
+        return self.every > 0 and turn % self.every == 0
+
 
 def last_turn_surprisal(traj: Trajectory, tokens: int) -> float:
     """The mean −logprob of the first `tokens` tokens of the last generated turn (0 when it has no logprobs)."""

@@ -110,6 +110,13 @@ class Sandbox(ABC):
         """
         raise ForkUnsupportedError(f"{type(self).__name__} cannot be forked; use sandbox.backend=docker or local")
 
+    async def prepare_forks(self, n: int) -> None:
+        """Start, in the background, what `n` forks will need, so that a `fork` soon after does not wait for it (a
+        Docker sandbox starts `n` containers of its image and options; the next `fork` fills them). Returns at
+        once; what a fork does not use is freed with this sandbox. Does nothing for sandboxes with nothing to
+        start."""
+        return None
+
     def resolve(self, path: str) -> str:
         """`path` made absolute against the workdir."""
         return posixpath.normpath(posixpath.join(self.workdir, path))

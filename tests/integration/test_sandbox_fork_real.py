@@ -62,3 +62,21 @@ def _gold_lines(patch: str) -> tuple[str, str]:
     removed = [ln[1:] for ln in patch.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     added = [ln[1:] for ln in patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     return removed[0], added[0]
+
+
+async def test_a_fork_fills_the_containers_prepared_ahead(task, docker_client, no_leftovers):
+    parent, _ = await open_task_sandbox(task, run_id="fork-test")
+    path = patch_files(task.patch)[0]
+    try:
+        await parent.prepare_forks(2)
+        await parent.exec(f"echo '# edited while the containers started' >> {path}")
+        prepared = [await asyncio.wrap_future(spare) for spare in parent._spares]
+        (child,) = await parent.fork(1)
+        assert child.id == prepared[0].id  # filled, not started
+        assert child.started_with == parent.started_with
+        assert "# edited while the containers started" in (await child.read_file(path)).decode()
+        await child.close()
+    finally:
+        await parent.close()
+    unused = prepared[1].id
+    assert not docker_client.containers.list(all=True, filters={"id": unused}), "an unused prepared container was left"

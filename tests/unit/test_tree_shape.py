@@ -11,6 +11,7 @@ import pytest
 from agentrl.config import ConfigError, load_config
 from agentrl.config.schema import AgentConfig, TrainerConfig
 from agentrl.errors import UserError
+from agentrl.loops.gym import GymAgentLoop
 from agentrl.loops.testing import ScriptedOutput
 from agentrl.loops.tool_calling import ToolAgentLoop
 from agentrl.loops.tree import TreeShape, run_tree
@@ -19,7 +20,7 @@ from agentrl.rollout.protocol import SamplingParams
 from agentrl.sandbox.local import LocalSandbox
 from agentrl.trainer.advantages import row_advantages
 from agentrl.types import Message, Sample, StopReason
-from tests.unit.test_tree_rollout import ACTIONS, SeededPolicy, context, loop, tool_context
+from tests.unit.test_tree_rollout import ACTIONS, AGENT, SeededPolicy, context, loop, tool_context
 
 UNCERTAIN, CERTAIN = -3.0, -0.25
 
@@ -116,3 +117,24 @@ def test_tree_settings_are_checked_at_load() -> None:
         load_config("gym", ["rollout.tree.max_tool_calls=8"])
     with pytest.raises(UserError, match="exactly one rule"):
         TreeShape(width=2)
+
+
+def test_the_tree_prepares_each_fork_during_the_turn_before_it(tokenizer) -> None:
+    class Preparing(GymAgentLoop):
+        prepared: list[tuple[str, int, int]] = []
+
+        async def prepare_fork(self, ctx, state, children):
+            self.prepared.append((ctx.trajectory.id, ctx.trajectory.num_turns, children))
+
+    for shape, turns in [(TreeShape(branch_turns=(2, 4), width=3), [1, 3]), (TreeShape(every=2), [1, 3])]:
+        Preparing.prepared = []
+        ctx = context(tokenizer, SeededPolicy(tokenizer))
+        gym = Preparing(AGENT, env=loop().env_config)
+        leaves = asyncio.run(run_tree(gym, ctx.sample, ctx, shape))
+        forked = {turn for leaf in leaves for turn in leaf.metadata["tree"]["branch_turns"]}
+        assert {turn for _, turn, _ in Preparing.prepared} == {t - 1 for t in forked} == set(turns)
+        assert all(children == shape.width for *_, children in Preparing.prepared)
+    Preparing.prepared = []
+    ctx = context(tokenizer, SometimesUnsure(tokenizer))
+    asyncio.run(run_tree(Preparing(AGENT, env=loop().env_config), ctx.sample, ctx, TreeShape(entropy=2.0)))
+    assert Preparing.prepared == []  # an uncertain turn is known only once played
