@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import Field
@@ -37,10 +38,13 @@ from agentrl.harbor.container import open_task_container_shielded, resolve_env, 
 from agentrl.harbor.limits import TaskLimits, task_limits
 from agentrl.harbor.task import HarborTask, HarborTaskError
 from agentrl.harbor.verifier import run_verifier
-from agentrl.loops.base import AgentLoopBase, LoopOptions
-from agentrl.loops.context import AgentContext, StopLoop
+from agentrl.loops.base import LoopOptions
+from agentrl.loops.context import AgentContext
+from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
+from agentrl.sandbox.base import FORK_NOTE, Sandbox
 from agentrl.tools.parsers import get_parser
+from agentrl.tools.toolset import ToolSet
 from agentrl.types import Sample, StopReason, Trajectory
 
 NO_TOOL_CALL = "your reply called no tool. Use a tool to work on the task, or call `submit` when done."
@@ -57,11 +61,13 @@ class HarborLoopOptions(LoopOptions):
     on_no_tool_call: Literal["stop", "remind"] = Field("stop", description="a reply without a tool call ends")
 
 
-class HarborAgentLoop(AgentLoopBase):
+class HarborAgentLoop(SteppedLoop):
     """Solve a Harbor task with sandboxed tools in its container; its verifier's result lands in
     `metadata["harbor"]["verifier"]`.
 
     Container limits are the task's, capped by the run's `sandbox:` section; its `backend` may stay `none`.
+    Its episodes fork (`rollout.tree`): each child gets a container of an image committed from the parent's (the
+    task's files as the agent left them; no processes), the tools over it and what is left of the time limit.
     """
 
     Options = HarborLoopOptions
@@ -72,85 +78,145 @@ class HarborAgentLoop(AgentLoopBase):
         super().__init__(config, **kwargs)
         self.parser = get_parser(self.config.tool_parser)
 
-    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+    async def begin(self, sample: Sample, ctx: AgentContext) -> HarborState:
         task = HarborTask.from_sample(sample)
         traj = ctx.trajectory
         cfg = self._sandbox_config()
         limits = task_limits(task, cfg, self.options.time_budget_s, self.options.verifier_timeout_s)
         traj.metadata["harbor"] = {"task": task.name, "task_dir": str(task.path), "limits": limits.record()}
+        self.check_start(ctx)
+        ctx.start(sample.prompt)
         started = time.perf_counter()
         container = await open_task_container_shielded(task, limits, cfg, run_id=f"harbor-{traj.id[:8]}")
         _add_time(traj, "sandbox_setup_s", started)
+        ctx.sandbox = container
+        if ctx.tools is not None:
+            ctx.tools.sandbox = container
+        budget = limits.agent_timeout_s
+        deadline = None if budget is None else asyncio.get_running_loop().time() + budget
+        return HarborState(task, sample, limits, container, deadline)
+
+    def check_start(self, ctx: AgentContext) -> None:
+        """What the agent phase needs, checked before a container starts."""
+        require_tools(ctx, "harbor_agent")
+
+    async def step(self, ctx: AgentContext, state: HarborState) -> bool:
+        """One turn of the agent phase, under the task's agent time limit (spent: stop `time_budget`)."""
         try:
-            ctx.sandbox = container
-            if ctx.tools is not None:
-                ctx.tools.sandbox = container
-            await self._agent_phase(task, sample, ctx, limits)
+            async with asyncio.timeout_at(state.deadline):
+                return await self.turn(ctx, state)
+        except TimeoutError:
+            ctx.trajectory.stop_reason = StopReason.TIME_BUDGET
+            ctx.trajectory.error = f"time budget of {state.limits.agent_timeout_s:g}s spent"
+            return True
+
+    async def turn(self, ctx: AgentContext, state: HarborState) -> bool:
+        """A tool turn; True when the model stopped calling tools or submitted."""
+        turn = await ctx.generate()
+        parsed = self.parser.parse(turn.text)
+        errors = parsed.errors
+        if not parsed.calls and not parsed.errors:
+            if self.options.on_no_tool_call == "stop":
+                ctx.finish()
+                return True
+            errors = [NO_TOOL_CALL]
+        results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
+        if any(r.metadata.get("submitted") for r in results):
+            ctx.trajectory.stop_reason = StopReason.DONE
+            return True
+        answer_calls(ctx, results)
+        return False
+
+    async def end(self, ctx: AgentContext, state: HarborState) -> None:
+        """Run the task's verifier in the container (whatever ended the agent phase), then remove it."""
+        traj = ctx.trajectory
+        try:
             verifying = time.perf_counter()
-            result = await run_verifier(container, task, limits.verifier_timeout_s)
+            result = await run_verifier(state.container, state.task, state.limits.verifier_timeout_s)
             traj.metadata["harbor"]["verifier"] = result.record()
             _add_time(traj, "verifier_s", verifying)
         finally:
-            ctx.sandbox = None
-            closing = time.perf_counter()
-            await asyncio.shield(container.close())
-            _add_time(traj, "sandbox_close_s", closing)
-        return traj
+            await self.fail(ctx, state)
 
-    async def _agent_phase(self, task: HarborTask, sample: Sample, ctx: AgentContext, limits: TaskLimits) -> None:
-        """`act` under the agent's time limit; a budget or the limit ends it with its stop reason."""
-        traj = ctx.trajectory
+    async def fail(self, ctx: AgentContext, state: HarborState) -> None:
+        """After an error (the model server, the container) no verifier runs: the container is removed."""
+        ctx.sandbox = None
+        closing = time.perf_counter()
+        await state.release()
+        _add_time(ctx.trajectory, "sandbox_close_s", closing)
+
+    async def fork_state(self, state: HarborState, children: list[AgentContext]) -> list[HarborState]:
+        """Each child gets a container of the parent's committed at the fork (`Sandbox.fork` of a task image), the
+        tools over it (`ToolSet.fork`) and the parent's deadline."""
+        parent = children[0]
+        containers = await state.container.fork(len(children))
+        states: list[HarborState] = []
         try:
-            async with asyncio.timeout(limits.agent_timeout_s):
-                await self.act(task, sample, ctx, limits)
-        except StopLoop as stop:
-            traj.stop_reason = stop.reason
-        except TimeoutError:
-            traj.stop_reason = StopReason.TIME_BUDGET
-            traj.error = f"time budget of {limits.agent_timeout_s:g}s spent"
+            for ctx, container in zip(children, containers, strict=True):
+                tools = parent.tools.fork(ctx.trajectory.id, container) if parent.tools is not None else None
+                ctx.sandbox, ctx.tools = container, tools
+                ctx.trajectory.metadata["fork"] = FORK_NOTE
+                states.append(replace(state, container=container, forked_tools=tools, released=False))
+        except BaseException:
+            await asyncio.gather(*(c.close() for c in containers))
+            raise
+        return states
 
-    async def act(self, task: HarborTask, sample: Sample, ctx: AgentContext, limits: TaskLimits) -> None:
-        """The agent phase: tool turns until the model stops calling tools, submits, or a budget ends it."""
-        require_tools(ctx, "harbor_agent")
-        ctx.start(sample.prompt)
-        while True:
-            turn = await ctx.generate()
-            parsed = self.parser.parse(turn.text)
-            errors = parsed.errors
-            if not parsed.calls and not parsed.errors:
-                if self.options.on_no_tool_call == "stop":
-                    ctx.finish()
-                    return
-                errors = [NO_TOOL_CALL]
-            results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
-            if any(r.metadata.get("submitted") for r in results):
-                ctx.trajectory.stop_reason = StopReason.DONE
-                return
-            answer_calls(ctx, results)
+    async def discard(self, state: HarborState) -> None:
+        await state.release()
 
     def _sandbox_config(self) -> SandboxConfig:
         return self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
 
 
+@dataclass
+class HarborState:
+    """What the Harbor loops keep between turns: the task, its sample and limits, the episode's container (which
+    the state owns), the agent phase's deadline (event-loop time) and, in a forked episode, the fork's tools."""
+
+    task: HarborTask
+    sample: Sample
+    limits: TaskLimits
+    container: Sandbox
+    deadline: float | None = None
+    forked_tools: ToolSet | None = None
+    released: bool = field(default=False, repr=False)
+
+    async def release(self) -> None:
+        """Remove the container and free the fork's tools; calling it again does nothing."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            if self.forked_tools is not None:
+                await self.forked_tools.release()
+        finally:
+            await asyncio.shield(self.container.close())
+
+
 class HarborOracleLoop(HarborAgentLoop):
     """The reference solution as the agent: `solution/solve.sh` runs in the task's container (no model); its
-    output's end goes to `metadata["harbor"]["solution"]`."""
+    output's end goes to `metadata["harbor"]["solution"]`. One turn: forking it gives nothing to compare."""
 
     uses_tools = False
+    forkable = False
 
-    async def act(self, task: HarborTask, sample: Sample, ctx: AgentContext, limits: TaskLimits) -> None:
+    def check_start(self, ctx: AgentContext) -> None:
+        return None
+
+    async def turn(self, ctx: AgentContext, state: HarborState) -> bool:
+        task = state.task
         if not (task.solution_dir / "solve.sh").is_file():
             raise HarborTaskError(f"task {task.name} has no solution/solve.sh for the oracle to run")
-        container = ctx.sandbox
-        if container is None:
-            raise RuntimeError("harbor_oracle runs in the task's container; call it through HarborAgentLoop.run")
-        ctx.start(sample.prompt)
         env = resolve_env(task.config.solution.env, f"{task.name}: [solution].env")
         env.setdefault("DEBIAN_FRONTEND", "noninteractive")
-        timeout = limits.agent_timeout_s or SOLVE_TIMEOUT_S
-        run, output = await run_script(container, task.solution_dir, "/solution", "solve.sh", timeout, env, ORACLE_LOG)
+        timeout = state.limits.agent_timeout_s or SOLVE_TIMEOUT_S
+        run, output = await run_script(
+            state.container, task.solution_dir, "/solution", "solve.sh", timeout, env, ORACLE_LOG
+        )
         ctx.trajectory.metadata["harbor"]["solution"] = _script_record(run, output)
         ctx.finish()
+        return True
 
 
 def _script_record(run: Any, output: str) -> dict[str, Any]:
@@ -161,4 +227,4 @@ def _add_time(traj: Trajectory, key: str, started: float) -> None:
     traj.timings[key] = traj.timings.get(key, 0.0) + time.perf_counter() - started
 
 
-__all__ = ["HarborAgentLoop", "HarborLoopOptions", "HarborOracleLoop"]
+__all__ = ["HarborAgentLoop", "HarborLoopOptions", "HarborOracleLoop", "HarborState"]

@@ -134,10 +134,10 @@ def tree_problems(cfg: AgentRLConfig) -> list[str]:
         loop = LOOPS.get(loop_name(cfg))
     except UserError:
         return []  # reported by the agent checks
-    if not issubclass(loop, SteppedLoop):
+    if not issubclass(loop, SteppedLoop) or not loop.forkable:
         problems.append(
-            f"rollout.tree: the {loop.__name__} loop cannot be forked (tree rollouts need a SteppedLoop: the gym, "
-            "tool_agent and swe_agent loops are); run it without rollout.tree.branch_turns"
+            f"rollout.tree: the {loop.__name__} loop cannot be forked (tree rollouts need a SteppedLoop that "
+            "forks: the gym, tool_agent, swe_agent and harbor_agent loops do); run it without rollout.tree"
         )
     if cfg.env.enabled:
         from agentrl.envs.gym import fork_problem  # imports gymnasium: only for runs that use an environment

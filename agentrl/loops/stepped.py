@@ -11,6 +11,7 @@ context (the exact tokens so far) and the loop's state (its environment, sandbox
         async def end(self, ctx, state): ...           # record the outcome and free what the state holds
         async def fork_state(self, state, children): ...   # one state per child context, each a true copy
         async def discard(self, state): ...            # free a state that forked (its episode goes on in children)
+        async def fail(self, ctx, state): ...          # optional: free it after an error (default: end)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from abc import abstractmethod
 from typing import Any, ClassVar
 
 from agentrl.loops.base import AgentLoopBase
-from agentrl.loops.context import AgentContext
+from agentrl.loops.context import AgentContext, StopLoop
 from agentrl.types import Sample, Trajectory
 
 
@@ -27,6 +28,7 @@ class SteppedLoop(AgentLoopBase):
     """An agent loop in steps, whose episodes can be forked at turn boundaries (see the module docstring)."""
 
     forkable: ClassVar[bool] = True
+    """False for a stepped loop whose episodes are not worth forking (one turn, no model); refused in trees."""
 
     @abstractmethod
     async def begin(self, sample: Sample, ctx: AgentContext) -> Any:
@@ -58,11 +60,21 @@ class SteppedLoop(AgentLoopBase):
         (a sandbox's containers: `Sandbox.prepare_forks`) while the turn is played. Optional; does nothing here."""
         return None
 
+    async def fail(self, ctx: AgentContext, state: Any) -> None:
+        """Free what `state` holds after the episode failed (an error, not a budget's `StopLoop`): its outcome is
+        not recorded, since the trajectory is not trained on. Default: `end`."""
+        await self.end(ctx, state)
+
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         state = await self.begin(sample, ctx)
         try:
             while not await self.step(ctx, state):
                 pass
-        finally:
+        except StopLoop:
             await self.end(ctx, state)
+            raise
+        except BaseException:
+            await self.fail(ctx, state)
+            raise
+        await self.end(ctx, state)
         return ctx.trajectory

@@ -140,6 +140,11 @@ class SWEAgentLoop(SteppedLoop):
             _add_time(traj, "sandbox_close_s", closing)
         traj.metrics["swe/patch_lines"] = float(_changed_lines(traj.metadata["model_patch"]))
 
+    async def fail(self, ctx: AgentContext, state: SWEState) -> None:
+        """After an error no diff is taken out (the trajectory is not trained on): the container is removed."""
+        ctx.sandbox = None
+        await state.release()
+
     async def fork_state(self, state: SWEState, children: list[AgentContext]) -> list[SWEState]:
         """Each child gets a fork of the container (the repository as it is now; no processes), the tools over it
         (`ToolSet.fork`) and the parent's deadline."""

@@ -13,6 +13,7 @@ leaf; it never takes its siblings down.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from agentrl.types import Sample, StopReason, Trajectory
 
 def check_forkable(loop: AgentLoopBase) -> None:
     """Raises ForkUnsupportedError, naming the loop, when its episodes cannot be forked."""
-    if not isinstance(loop, SteppedLoop):
+    if not isinstance(loop, SteppedLoop) or not loop.forkable:
         raise ForkUnsupportedError(
             f"the {type(loop).__name__} loop cannot be forked: tree rollouts need a SteppedLoop (begin, step, end, "
             "fork_state); run it without a tree"
@@ -83,6 +84,10 @@ class _Tree:
                     return await self.leaf(ctx, state, path, taken)
         except Exception as exc:  # StopLoop: a budget ended it; anything else: this leaf failed, not its siblings
             return await self.leaf(ctx, state, path, taken, exc)
+        except asyncio.CancelledError:  # Ctrl-C, a timeout: free the episode's sandbox now, not at exit
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.loop.fail(ctx, state))
+            raise
         return await self.branch(ctx, state, path, (*taken, ctx.trajectory.num_turns))
 
     async def branch(
@@ -93,6 +98,10 @@ class _Tree:
             states = await self.loop.fork_state(state, children)
         except Exception as exc:
             return await self.leaf(ctx, state, path, taken[:-1], exc)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.loop.fail(ctx, state))
+            raise
         await self.loop.discard(state)
         for index, child in enumerate(children):
             if ctx.sampling.seed is not None:
@@ -109,8 +118,9 @@ class _Tree:
         traj = ctx.trajectory
         if exc is not None:
             _record_stop(traj, exc)
+        failed = exc is not None and not isinstance(exc, StopLoop)
         try:
-            await self.loop.end(ctx, state)
+            await (self.loop.fail if failed else self.loop.end)(ctx, state)
         except Exception as error:  # as in a plain run, where `end` raising fails the trajectory
             if exc is None or isinstance(exc, StopLoop):
                 _record_stop(traj, error)

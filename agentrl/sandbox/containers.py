@@ -22,8 +22,13 @@ logger = logging.getLogger(__name__)
 LABEL = "agentrl.sandbox"
 """Label on every container and volume we create: `docker ps -a --filter label=agentrl.sandbox`."""
 
+FORK_LABEL = "agentrl.fork"
+"""Label on the images a fork of a task-image sandbox commits (and the containers started from them)."""
+
 _live: dict[str, str | None] = {}
 """Container id -> volume name of the sandboxes this process owns, removed at exit."""
+_live_images: list[str] = []
+"""Fork images this process owns, oldest first, removed at exit (after the containers, newest first)."""
 _live_lock = threading.Lock()
 _atexit_registered = False
 
@@ -88,6 +93,9 @@ def remove_orphans(client: Any) -> int:
     for volume in client.volumes.list(filters={"label": LABEL}):
         if not _owner_alive(volume.attrs.get("Labels") or {}):
             remove_quietly(client, None, volume.name)
+    for image in client.images.list(filters={"label": f"{FORK_LABEL}=1"}):
+        if not _owner_alive(image.labels):
+            remove_image_quietly(client, image.id, force=True)
     if removed:
         logger.warning("removed %d orphaned sandbox container(s) of crashed runs", removed)
     return removed
@@ -125,12 +133,31 @@ def remove_quietly(client: Any, container_id: str | None, volume: str | None) ->
             logger.warning("removing sandbox volume %s failed: %s", volume, exc)
 
 
+def remove_image_quietly(client: Any, image_id: str, force: bool = False) -> bool:
+    """Remove an image; True when it is gone. An image still in use (a container, a child image) is left."""
+    import docker
+
+    try:
+        client.api.remove_image(image_id, force=force, noprune=False)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: still used by a container or another fork's image
+            logger.warning("removing fork image %s failed: %s", image_id[:19], exc)
+        return False
+    untrack_image(image_id)
+    return True
+
+
 def cleanup_live() -> int:
-    """Remove every sandbox this process still owns (at exit, on SIGTERM); return how many."""
+    """Remove every sandbox (and fork image) this process still owns (at exit, on SIGTERM); return how many
+    containers."""
     with _live_lock:
         live = list(_live.items())
+        images = _live_images[::-1]
         _live.clear()
-    if not live:
+        _live_images.clear()
+    if not live and not images:
         return 0
     try:
         client = docker_client()
@@ -138,6 +165,8 @@ def cleanup_live() -> int:
         return 0
     for container_id, volume in live:
         remove_quietly(client, container_id, volume)
+    for image_id in images:
+        remove_image_quietly(client, image_id, force=True)
     client.close()
     return len(live)
 
@@ -156,3 +185,16 @@ def untrack(container_id: str) -> None:
     """Forget a container that was removed."""
     with _live_lock:
         _live.pop(container_id, None)
+
+
+def track_image(image_id: str) -> None:
+    """Remember a fork image this process owns, to remove it at exit."""
+    with _live_lock:
+        _live_images.append(image_id)
+
+
+def untrack_image(image_id: str) -> None:
+    """Forget a fork image that was removed."""
+    with _live_lock:
+        if image_id in _live_images:
+            _live_images.remove(image_id)

@@ -56,14 +56,17 @@ from agentrl.sandbox.container_options import (
     workdir_volume,
 )
 from agentrl.sandbox.containers import (
+    FORK_LABEL,
     LABEL,
     cleanup_live,
     docker_client,
     owner_labels,
     remove_all,
+    remove_image_quietly,
     remove_orphans,
     remove_quietly,
     track,
+    track_image,
     untrack,
 )
 from agentrl.sandbox.docker_copy import FolderWriter, read_folder
@@ -115,6 +118,8 @@ class DockerSandbox(Sandbox):
         self.closed = False
         self.started_with: dict[str, Any] = {}
         """The `create_sync` arguments it was started with (but the image and client): its forks get the same."""
+        self.fork_images: list[str] = []
+        """A fork of a task-image sandbox: the images committed for it and its ancestors' forks, its own first."""
         self._spares: list[Future[DockerSandbox]] = []
         """Containers `prepare_forks` is starting (or started) for the next forks."""
 
@@ -348,6 +353,8 @@ class DockerSandbox(Sandbox):
         with this sandbox's files instead of starting its own (a container start, ~0.2 s here, leaves the fork's
         critical path); those unused are removed when this sandbox closes."""
         self._check_open()
+        if self.started_with.get("task_image"):
+            return  # its forks start from an image committed at the fork
         for _ in range(n - len(self._spares)):
             start = functools.partial(DockerSandbox.create_sync, self.image, client=self._client, **self.started_with)
             self._spares.append(_pool().submit(start))
@@ -359,10 +366,12 @@ class DockerSandbox(Sandbox):
         import docker
 
         self._check_open()
+        if self.started_with.get("task_image"):
+            return self._fork_task_image(n)
         if self.writable != WORKDIR:
             raise ForkUnsupportedError(
-                f"sandbox {self.id[:12]} writes outside {WORKDIR} (a task image or a writable root), which a fork "
-                "does not copy yet: fork only default sandboxes"
+                f"sandbox {self.id[:12]} has a writable root but is not a task image, which a fork does not copy: "
+                "fork default sandboxes and task images only"
             )
         api = self._client.api
         children: list[DockerSandbox] = []
@@ -385,6 +394,33 @@ class DockerSandbox(Sandbox):
                 child.close_sync()
             if isinstance(exc, docker.errors.DockerException | OSError):
                 raise SandboxError(f"sandbox {self.id[:12]} cannot be copied into its forks: {exc}") from exc
+            raise
+        return children
+
+    def _fork_task_image(self, n: int) -> list[DockerSandbox]:
+        """A task image's files live in the container's own layer: `docker commit` it (paused meanwhile) into an
+        image of ours (`FORK_LABEL`, removed with the last container that uses it, at exit, or as an orphan), and
+        start `n` containers of it with this one's options."""
+        import docker
+
+        try:
+            image = self._client.api.commit(
+                self.id, repository="agentrl-fork", tag=uuid.uuid4().hex[:12], changes=[f"LABEL {FORK_LABEL}=1"]
+            )["Id"]
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"sandbox {self.id[:12]} cannot be committed for a fork: {exc}") from exc
+        track_image(image)
+        children: list[DockerSandbox] = []
+        try:
+            for _ in range(n):
+                child = DockerSandbox.create_sync(image, client=self._client, **self.started_with)
+                child.fork_images = [image, *self.fork_images]
+                child.workdir = self.workdir
+                children.append(child)
+        except BaseException:
+            for child in children:
+                child.close_sync()
+            remove_image_quietly(self._client, image)
             raise
         return children
 
@@ -418,6 +454,9 @@ class DockerSandbox(Sandbox):
         self.closed = True
         untrack(self.id)
         remove_quietly(self._client, self.id, self.volume)
+        for image in self.fork_images:  # its own first: an ancestor is free only once its descendants are gone
+            if not remove_image_quietly(self._client, image):
+                break
         while (spare := self._spare()) is not None:
             spare.close_sync()
 

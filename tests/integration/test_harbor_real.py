@@ -119,3 +119,29 @@ def test_rollout_with_the_real_model_and_eval_per_task(hf_server_url, tmp_path, 
     for task in summary["per_task"].values():
         assert task == {"trajectories": 1, "mean_reward": 1.0, "resolved_rate": 1.0}, textwrap.shorten(str(task), 200)
     assert summary["resolved_rate"] == 1.0
+
+
+async def test_a_harbor_episode_forks_with_its_container(sandbox_base_image, default_tokenizer, docker_client,
+                                                         no_leftovers):  # fmt: skip
+    from agentrl.sandbox.containers import FORK_LABEL
+    from tests.integration.test_swe_real import SUBMIT, bash
+
+    replies = [  # the root's turn, then the two children's turns in turn
+        bash("printf 'Hello, Harbor!\\n' > /app/draft.txt"),
+        bash("cp /app/draft.txt /app/greeting.txt"),  # sees the parent's draft: solves the task
+        bash("echo 'Hello, forks!' > /app/greeting.txt"),
+        SUBMIT,
+        SUBMIT,
+    ]
+    cfg = load_config(overrides=["recipe=harbor", "rollout.n=1", "rollout.tree.branch_turns=[1]"])
+    (sample,) = [s for s in run_samples(cfg, "train") if s.id == "agentrl/hello-file"]
+    async with rollout_session(cfg, ScriptedPolicy(default_tokenizer, replies), default_tokenizer) as manager:
+        leaves = await manager.run([sample])
+    rewards = RewardPipeline(cfg.reward)
+    for leaf in leaves:
+        await rewards.ascore(leaf, sample)
+    assert len(leaves) == 2 and all(leaf.metadata["fork"] for leaf in leaves), [leaf.error for leaf in leaves]
+    by_outcome = sorted(leaves, key=lambda leaf: leaf.reward_components["tests"])
+    assert [leaf.reward_components["tests"] for leaf in by_outcome] == [0.0, 1.0]
+    assert "Hello, forks!" in by_outcome[0].reward_details["tests"]["test_output"]  # its own edit, graded apart
+    assert not docker_client.images.list(filters={"label": f"{FORK_LABEL}=1"}), "fork images left behind"

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agentrl.errors import ForkUnsupportedError
+from agentrl.sandbox.containers import FORK_LABEL
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.swe.grading import grade_patch
 from agentrl.swe.repo import extract_patch, open_task_sandbox
@@ -44,13 +44,40 @@ async def test_a_swe_container_forked_after_an_edit(task, no_leftovers):
             await sandbox.close()
 
 
-async def test_a_task_image_sandbox_is_refused(sandbox_base_image, no_leftovers):
-    sandbox = await DockerSandbox.create(sandbox_base_image, run_id="fork-test", task_image=True)
+async def test_a_task_image_sandbox_forks_through_a_committed_image(sandbox_base_image, docker_client, no_leftovers):
+    parent = await DockerSandbox.create(sandbox_base_image, run_id="fork-test", task_image=True)
+    children, grandchildren = [], []
     try:
-        with pytest.raises(ForkUnsupportedError, match="does not copy yet"):
-            await sandbox.fork(1)
+        await parent.exec("mkdir -p /srv/app && echo parent > /srv/app/state.txt")  # the image's own layer
+        children = await parent.fork(2)
+        image = children[0].fork_images[0]
+        assert docker_client.images.get(image).labels[FORK_LABEL] == "1"
+        assert [c.started_with for c in children] == [parent.started_with] * 2
+        for child in children:
+            assert (await child.read_file("/srv/app/state.txt")).decode() == "parent\n"
+        await children[0].exec("echo child-0 >> /srv/app/state.txt")
+        assert (await children[1].read_file("/srv/app/state.txt")).decode() == "parent\n"  # its sibling's unseen
+        grandchildren = await children[0].fork(1)
+        assert grandchildren[0].fork_images[1] == image
+        assert "child-0" in (await grandchildren[0].read_file("/srv/app/state.txt")).decode()
+        await children[0].close()
+        await children[1].close()
+        assert _image_exists(docker_client, image)  # still the parent of the grandchild's image
+        await grandchildren[0].close()
+        assert not docker_client.images.list(filters={"label": f"{FORK_LABEL}=1"})  # each fork image went with it
     finally:
-        await sandbox.close()
+        for sandbox in (parent, *children, *grandchildren):
+            await sandbox.close()
+
+
+def _image_exists(client, image: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
 
 
 async def _processes(sandbox) -> str:

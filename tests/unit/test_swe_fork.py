@@ -171,3 +171,25 @@ def test_a_spent_time_budget_ends_the_episode_with_its_patch(tokenizer, local_re
     traj = asyncio.run(scenario())
     assert traj.stop_reason is StopReason.TIME_BUDGET and "time budget" in traj.error
     assert len(added_lines(traj.metadata["model_patch"])) == 1
+
+
+def test_a_cancelled_tree_frees_every_sandbox_at_once(tokenizer, local_repos) -> None:
+    class Slow(EditingPolicy):
+        async def generate(self, prompt_ids, sampling, session_id=None):
+            if self.tokenizer.decode(prompt_ids).count("EDITED") >= 1:
+                await asyncio.sleep(30)  # the children's turns: cancelled while they wait
+            return await super().generate(prompt_ids, sampling, session_id)
+
+    async def scenario() -> None:
+        ctx = context(tokenizer)
+        ctx.llm = Slow(tokenizer)
+        tree = asyncio.ensure_future(run_tree(swe_loop(), ctx.sample, ctx, TreeShape(branch_turns=(1,), width=2)))
+        while len(local_repos) < 3:  # the root and its two forks
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        tree.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await tree
+
+    asyncio.run(scenario())
+    assert len(local_repos) == 3 and all(sandbox.closed for sandbox in local_repos)
