@@ -137,7 +137,8 @@ def tree_problems(cfg: AgentRLConfig) -> list[str]:
     if not issubclass(loop, SteppedLoop) or not loop.forkable:
         problems.append(
             f"rollout.tree: the {loop.__name__} loop cannot be forked (tree rollouts need a SteppedLoop that "
-            "forks: the gym, tool_agent, swe_agent and harbor_agent loops do); run it without rollout.tree"
+            "forks: single_turn, gym, tool_agent, swe_agent, harbor_agent and textarena do); run it without "
+            "rollout.tree"
         )
     if cfg.env.enabled:
         from agentrl.envs.gym import fork_problem  # imports gymnasium: only for runs that use an environment

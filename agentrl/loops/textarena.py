@@ -14,13 +14,16 @@ sample of the trajectory; its policy gets player 1's reward (`Trajectory.policy_
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, field_validator
 
-from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
+from agentrl.loops.stepped import SteppedLoop
 from agentrl.registry import import_package
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -47,38 +50,48 @@ class TextArenaOptions(LoopOptions):
         return env_id
 
 
-class TextArenaLoop(AgentLoopBase):
-    """Plays one TextArena game per trajectory (see the module docstring)."""
+class TextArenaLoop(SteppedLoop):
+    """Plays one TextArena game per trajectory (see the module docstring).
+
+    Its episodes fork: each child gets a deep copy of the game (`copy.deepcopy`: the board, the hidden answer, the
+    game's own random generator when it keeps one) and of the opponent's conversation so far."""
 
     Options = TextArenaOptions
     roles = ("player", "opponent")
 
-    async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
+    async def begin(self, sample: Sample, ctx: AgentContext) -> GameState:
         options: TextArenaOptions = self.options
         env = _textarena().make(options.env_id)
         await asyncio.to_thread(env.reset, num_players=options.num_players, seed=sample.extra_info.get("seed"))
-        players = {0: ctx, 1: _conversation_of_its_own(ctx)}
-        started: set[int] = set()
-        done = False
-        try:
-            while not done:
-                player, observation = env.get_observation()
-                turn_ctx = players[player]
-                message = [Message(role="user", content=render(observation))]
-                if player in started:
-                    turn_ctx.add_messages(message)
-                else:
-                    turn_ctx.start(message)
-                    started.add(player)
-                role = "player" if player == 0 else "opponent"
-                turn = await turn_ctx.generate(policy=self.policy_for(role), continue_if_cut=True)
-                done, _ = await asyncio.to_thread(env.step, turn.text)
-        finally:  # also when a budget ended the game early (StopLoop): an unfinished game scores 0
-            rewards, game_info = await asyncio.to_thread(env.close)
-            if 1 in started:
-                ctx.trajectory.earlier_steps.insert(0, players[1].trajectory)
-            self._score(ctx.trajectory, rewards or {}, game_info or {}, finished=done)
-        return ctx.trajectory
+        return GameState(env, _conversation_of_its_own(ctx))
+
+    async def step(self, ctx: AgentContext, state: GameState) -> bool:
+        player, observation = state.env.get_observation()
+        turn_ctx = ctx if player == 0 else state.opponent
+        message = [Message(role="user", content=render(observation))]
+        if player in state.started:
+            turn_ctx.add_messages(message)
+        else:
+            turn_ctx.start(message)
+            state.started.add(player)
+        role = "player" if player == 0 else "opponent"
+        turn = await turn_ctx.generate(policy=self.policy_for(role), continue_if_cut=True)
+        state.done, _ = await asyncio.to_thread(state.env.step, turn.text)
+        return state.done
+
+    async def end(self, ctx: AgentContext, state: GameState) -> None:
+        """Score the game (also when a budget ended it early: an unfinished game scores 0)."""
+        rewards, game_info = await asyncio.to_thread(state.env.close)
+        if 1 in state.started:
+            ctx.trajectory.earlier_steps.insert(0, state.opponent.trajectory)
+        self._score(ctx.trajectory, rewards or {}, game_info or {}, finished=state.done)
+
+    async def fork_state(self, state: GameState, children: list[AgentContext]) -> list[GameState]:
+        opponents = state.opponent.fork(len(children))
+        return [GameState(copy.deepcopy(state.env), opponent, set(state.started), state.done) for opponent in opponents]
+
+    async def discard(self, state: GameState) -> None:
+        return None
 
     def _score(self, traj: Trajectory, rewards: dict[int, float], game_info: dict[int, Any], finished: bool) -> None:
         traj.stop_reason = StopReason.DONE
@@ -88,6 +101,17 @@ class TextArenaLoop(AgentLoopBase):
         for role, player in (("player", 0), ("opponent", 1)):
             if (policy := self.policy_for(role)) is not None and player in rewards:
                 traj.policy_rewards[policy] = float(rewards[player])
+
+
+@dataclass
+class GameState:
+    """One game under way: the TextArena env, the opponent's conversation, the players who spoke, and whether the
+    game is over."""
+
+    env: Any
+    opponent: AgentContext
+    started: set[int] = field(default_factory=set)
+    done: bool = False
 
 
 def _conversation_of_its_own(ctx: AgentContext) -> AgentContext:

@@ -61,3 +61,47 @@ def test_a_game_the_turn_budget_ends_early_is_unfinished_and_scores_zero(tokeniz
 def test_an_unknown_game_lists_the_packages_games():
     (problem,) = run_problems(load_config("textarena", ["agent.kwargs.env_id=NoSuchGame-v0"]))
     assert "textarena has no game 'NoSuchGame-v0'; its games: " in problem and "GuessTheNumber-v0" in problem
+
+
+def test_a_forked_game_goes_on_as_the_parent_would_and_siblings_apart(tokenizer):
+    from agentrl.loops.tree import TreeShape, run_tree
+
+    def guess_from_seed(conversation: str) -> str:  # a pure function of the conversation so far
+        return f"[{1 + conversation.count('[') * 7 % 20}]"
+
+    def context(replies):
+        return AgentContext(
+            sample=Sample(prompt=[Message(role="user", content="play")], extra_info={"seed": 3}),
+            trajectory=Trajectory(),
+            llm=ScriptedPolicy(tokenizer, replies),
+            tokenizer=tokenizer,
+            sampling=SamplingParams(max_tokens=16),
+            budgets=Budgets(max_turns=4, max_tokens_per_turn=16, max_total_tokens=4096, max_model_len=4096),
+        )
+
+    async def scenario():
+        loop = TextArenaLoop(AgentConfig(name="textarena", kwargs={"env_id": "GuessTheNumber-v0"}))
+        alone = context([guess_from_seed])
+        state = await loop.begin(alone.sample, alone)
+        for _ in range(3):
+            await loop.step(alone, state)
+        await loop.end(alone, state)
+        parent = context([guess_from_seed])
+        state = await loop.begin(parent.sample, parent)
+        await loop.step(parent, state)
+        child, sibling = parent.fork(2)
+        child_state, sibling_state = await loop.fork_state(state, [child, sibling])
+        for _ in range(2):
+            await loop.step(child, child_state)
+        await loop.end(child, child_state)
+        await loop.step(sibling, sibling_state)  # one guess fewer: its game is its own
+        return alone.trajectory, child.trajectory, (child_state, sibling_state)
+
+    whole, continued, (child_state, sibling_state) = asyncio.run(scenario())
+    assert [m.content for m in continued.messages] == [m.content for m in whole.messages]
+    assert continued.reward == whole.reward
+    assert sibling_state.env is not child_state.env and sibling_state.env.state.turn < child_state.env.state.turn
+    leaves = asyncio.run(run_tree(TextArenaLoop(AgentConfig(name="textarena", kwargs={"env_id": "GuessTheNumber-v0"})),
+                                  context([guess_from_seed]).sample, context([guess_from_seed]),
+                                  TreeShape(branch_turns=(1,), width=2)))  # fmt: skip
+    assert len(leaves) == 2 and all(leaf.metadata["textarena"] for leaf in leaves)

@@ -167,8 +167,13 @@ def test_the_leaves_give_tree_grpo_its_tree(tokenizer) -> None:
 
 
 def test_loops_that_cannot_fork_and_bad_shapes_are_refused() -> None:
-    with pytest.raises(ForkUnsupportedError, match="the SingleTurnAgentLoop loop cannot be forked"):
-        check_forkable(SingleTurnAgentLoop())
+    from agentrl.loops.gui import GUIAgentLoop
+    from agentrl.loops.harbor import HarborOracleLoop
+
+    with pytest.raises(ForkUnsupportedError, match="the GUIAgentLoop loop cannot be forked"):
+        check_forkable(GUIAgentLoop())
+    with pytest.raises(ForkUnsupportedError, match="the HarborOracleLoop loop cannot be forked"):
+        check_forkable(HarborOracleLoop())
     with pytest.raises(UserError, match="2 children or more"):
         TreeShape(branch_turns=(1,), width=1)
     with pytest.raises(UserError, match="increasing"):
@@ -301,8 +306,8 @@ def test_tree_settings_are_checked_before_a_run() -> None:
     assert run_problems(load_config("gym", [*tree, *gigpo_defaults])) == []
     (alone,) = run_problems(load_config("gym", ["trainer.advantage=tree_grpo", *gigpo_defaults]))
     assert "set rollout.tree.branch_turns" in alone
-    (single,) = run_problems(load_config("quickstart", ["rollout.tree.branch_turns=[1]"]))
-    assert "the SingleTurnAgentLoop loop cannot be forked" in single
+    (gui,) = run_problems(load_config("gui_agent", ["rollout.tree.branch_turns=[1]"]))
+    assert "the GUIAgentLoop loop cannot be forked" in gui
     (problem,) = run_problems(load_config("tool_use", ["rollout.tree.branch_turns=[1]", "trainer.mode=fully_async"]))
     assert "trainer.mode=sync" in problem
     with pytest.raises(ConfigError, match="increasing turn counts"):
@@ -348,3 +353,13 @@ def test_tree_grpo_refuses_episodes_played_alone(tokenizer) -> None:
     traj = Trajectory(group_id="g", reward=1.0, turn_rewards=[], turn_states=[])
     with pytest.raises(UserError, match="set rollout.tree.branch_turns"):
         row_advantages(TrainerConfig(advantage="tree_grpo"), [traj])
+
+
+def test_a_single_turn_tree_forked_before_its_turn_is_a_group_of_samples(tokenizer) -> None:
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    ctx.sample = Sample(prompt=[Message(role="user", content="pick a move")])
+    leaves = asyncio.run(run_tree(SingleTurnAgentLoop(), ctx.sample, ctx, TreeShape(branch_turns=(0,), width=3)))
+    assert sorted(leaf.metadata["tree"]["path"] for leaf in leaves) == [[0], [1], [2]]
+    assert all(leaf.num_turns == 1 and leaf.stop_reason is StopReason.DONE for leaf in leaves)
+    prompts = {tuple(leaf.segments[0].token_ids) for leaf in leaves}
+    assert len(prompts) == 1 and len({leaf.id for leaf in leaves}) == 3
