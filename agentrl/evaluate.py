@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.loader import load_config
-from agentrl.config.schema import AgentRLConfig
+from agentrl.config.schema import AgentRLConfig, TreeConfig
 from agentrl.data import run_samples
 from agentrl.errors import UserError
 from agentrl.loops.preflight import validate_episodes
@@ -108,7 +108,8 @@ async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
     samples = run_samples(cfg, opts.split)[: opts.limit]
     if not samples:
         raise UserError(f"nothing to evaluate: the {opts.split} split is empty (data.eval_files, eval.split=train)")
-    rollout = cfg.rollout.model_copy(update={"n": opts.n, **({"temperature": 0.0} if opts.greedy else {})})
+    flat = {"n": opts.n, "tree": TreeConfig()}  # a task is scored by its episodes, never forked
+    rollout = cfg.rollout.model_copy(update={**flat, **({"temperature": 0.0} if opts.greedy else {})})
     out = output_dir(cfg, "eval")
     chat = opts.base_url is not None
     model_path = resolve_model(opts.tokenizer if chat else cfg.model)

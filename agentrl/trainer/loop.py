@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrl.config.loader import ConfigError
-from agentrl.config.schema import AgentRLConfig
+from agentrl.config.schema import AgentRLConfig, TreeConfig
 from agentrl.data import run_samples
 from agentrl.errors import InfrastructureError, TooManyFailuresError
 from agentrl.loops.session import rollout_session
@@ -268,7 +268,7 @@ class Trainer:
         if not self.eval_samples:
             return
         started = time.perf_counter()
-        greedy = self.cfg.rollout.model_copy(update={"temperature": 0.0, "n": 1})
+        greedy = self.cfg.rollout.model_copy(update={"temperature": 0.0, "n": 1, "tree": TreeConfig()})  # flat
         trajectories = await self.manager.with_rollout(greedy).run(self.eval_samples)
         positions = [t.metadata["sample_position"] for t in trajectories]
         await self.rewards.ascore_batch(trajectories, [self.eval_samples[p] for p in positions])

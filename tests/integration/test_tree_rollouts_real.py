@@ -56,10 +56,16 @@ def check_trees(out, prefix_trained_once: bool) -> None:
 
 def test_two_gym_steps_with_tree_rollouts(hf_server_url, tmp_path):
     steps = train(hf_server_url, tmp_path, "gym", "env.max_steps=3", "agent.max_turns=3", "env.history_turns=0",
-                  "env.kwargs.bump_ends_episode=false")  # fmt: skip
-    assert [s["step"] for s in steps] == [1, 2]
+                  "env.kwargs.bump_ends_episode=false", "trainer.eval_every=2")  # fmt: skip
+    trained = [s for s in steps if "rollout/trajectories" in s]
+    assert [s["step"] for s in trained] == [1, 2]
+    with gzip.open(tmp_path / "trajectories" / "eval_step_0002.jsonl.gz", "rt") as f:
+        held_out = [Trajectory.from_json(line) for line in f]
+    evaluated = next(s for s in steps if "eval/success_rate" in s and s["step"] == 2)
+    assert held_out and not any(t.metadata.get("tree") for t in held_out)  # evaluation plays episodes, not trees
+    assert len({t.metadata["sample_position"] for t in held_out}) == len(held_out) and evaluated
     check_trees(tmp_path, prefix_trained_once=False)
-    assert all(s["train/gigpo_anchor_share"] > 0 for s in steps)
+    assert all(s["train/gigpo_anchor_share"] > 0 for s in trained)
 
 
 def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_path):
