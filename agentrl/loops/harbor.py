@@ -104,7 +104,10 @@ class HarborAgentLoop(SteppedLoop):
         """One turn of the agent phase, under the task's agent time limit (spent: stop `time_budget`)."""
         try:
             async with asyncio.timeout_at(state.deadline):
-                return await self.turn(ctx, state)
+                done = await self.turn(ctx, state)
+            if not done and state.deadline is not None and asyncio.get_running_loop().time() >= state.deadline:
+                raise TimeoutError  # spent during the turn: end here rather than fork an episode out of time
+            return done
         except TimeoutError:
             ctx.trajectory.stop_reason = StopReason.TIME_BUDGET
             ctx.trajectory.error = f"time budget of {state.limits.agent_timeout_s:g}s spent"

@@ -100,7 +100,10 @@ class SWEAgentLoop(SteppedLoop):
     async def step(self, ctx: AgentContext, state: SWEState) -> bool:
         try:
             async with asyncio.timeout_at(state.deadline):
-                return await self._turn(ctx)
+                done = await self._turn(ctx)
+            if not done and state.deadline is not None and asyncio.get_running_loop().time() >= state.deadline:
+                raise TimeoutError  # spent during the turn: end here rather than fork an episode out of time
+            return done
         except TimeoutError:
             ctx.trajectory.stop_reason = StopReason.TIME_BUDGET
             ctx.trajectory.error = f"time budget of {self.options.time_budget_s:g}s spent"

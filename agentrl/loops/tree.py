@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +26,11 @@ from agentrl.loops.failures import stop_reason_for
 from agentrl.loops.jobs import derived_seed
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tree_shape import TreeBudget, TreeShape, usage
+from agentrl.types import Sample, StopReason, Trajectory
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["TreeShape", "check_forkable", "child_seed", "run_tree"]
-from agentrl.types import Sample, StopReason, Trajectory
 
 
 def check_forkable(loop: AgentLoopBase) -> None:
@@ -76,7 +79,7 @@ class _Tree:
         try:
             while self.budget.spent or not self.shape.branches_here(ctx.trajectory, taken):
                 if not self.budget.spent and self.shape.branches_after_next_turn(ctx.trajectory, taken):
-                    await self.loop.prepare_fork(ctx, state, self.shape.width)  # containers start during the turn
+                    await self._prepare(ctx, state)
                 before = usage(ctx.trajectory)
                 done = await self.loop.step(ctx, state)
                 self.budget.add(before, ctx.trajectory)
@@ -90,6 +93,13 @@ class _Tree:
             raise
         return await self.branch(ctx, state, path, (*taken, ctx.trajectory.num_turns))
 
+    async def _prepare(self, ctx: AgentContext, state: Any) -> None:
+        """Start what the coming fork needs during the turn; only a speed-up, so its failure is logged."""
+        try:
+            await self.loop.prepare_fork(ctx, state, self.shape.width)
+        except Exception:
+            logger.warning("preparing the fork of trajectory %s failed", ctx.trajectory.id, exc_info=True)
+
     async def branch(
         self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...]
     ) -> list[Trajectory]:
@@ -102,7 +112,10 @@ class _Tree:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.loop.fail(ctx, state))
             raise
-        await self.loop.discard(state)
+        try:
+            await self.loop.discard(state)
+        except Exception:  # the children hold their own state: a parent that frees badly takes nothing down
+            logger.exception("freeing the state of forked trajectory %s failed", ctx.trajectory.id)
         for index, child in enumerate(children):
             if ctx.sampling.seed is not None:
                 child.sampling = child.sampling.model_copy(update={"seed": child_seed(ctx.sampling.seed, index)})

@@ -87,6 +87,18 @@ def _pool() -> ThreadPoolExecutor:
     return _executor
 
 
+_side_executor: ThreadPoolExecutor | None = None
+
+
+def _side_pool() -> ThreadPoolExecutor:
+    """A pool for what a `_pool` job waits on (a fork's copy writers, spare containers' starts): in `_pool`
+    itself, 64 forks at once would each wait on work queued behind them, for good."""
+    global _side_executor
+    if _side_executor is None:
+        _side_executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentrl-sandbox-side")
+    return _side_executor
+
+
 def _run_in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     """Run blocking SDK work in `_pool`."""
     return asyncio.get_running_loop().run_in_executor(_pool(), fn, *args)
@@ -353,11 +365,11 @@ class DockerSandbox(Sandbox):
         with this sandbox's files instead of starting its own (a container start, ~0.2 s here, leaves the fork's
         critical path); those unused are removed when this sandbox closes."""
         self._check_open()
-        if self.started_with.get("task_image"):
-            return  # its forks start from an image committed at the fork
+        if self.started_with.get("task_image") or self.writable != WORKDIR:
+            return  # a task image forks from an image committed at the fork; a writable root does not fork
         for _ in range(n - len(self._spares)):
             start = functools.partial(DockerSandbox.create_sync, self.image, client=self._client, **self.started_with)
-            self._spares.append(_pool().submit(start))
+            self._spares.append(_side_pool().submit(start))
 
     def fork_sync(self, n: int) -> list[DockerSandbox]:
         """`fork`, blocking: `n` containers of the same image, limits and labels, each given a copy of `/work`
@@ -381,7 +393,7 @@ class DockerSandbox(Sandbox):
                 children.append(
                     self._spare() or DockerSandbox.create_sync(self.image, client=self._client, **self.started_with)
                 )
-            writers = [_pool().submit(FolderWriter, api, child.id, WORKDIR) for child in children]
+            writers = [_side_pool().submit(FolderWriter, api, child.id, WORKDIR) for child in children]
             files = read_folder(api, self.id, WORKDIR)
             for child, writer in zip(children, writers, strict=True):
                 writer.result().write(files)

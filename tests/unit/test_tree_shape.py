@@ -138,3 +138,16 @@ def test_the_tree_prepares_each_fork_during_the_turn_before_it(tokenizer) -> Non
     ctx = context(tokenizer, SometimesUnsure(tokenizer))
     asyncio.run(run_tree(Preparing(AGENT, env=loop().env_config), ctx.sample, ctx, TreeShape(entropy=2.0)))
     assert Preparing.prepared == []  # an uncertain turn is known only once played
+
+
+def test_a_failing_preparation_or_discard_takes_no_episode_down(tokenizer) -> None:
+    class Clumsy(GymAgentLoop):
+        async def prepare_fork(self, ctx, state, children):
+            raise RuntimeError("no containers today")
+
+        async def discard(self, state):
+            raise RuntimeError("the parent would not close")
+
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    leaves = asyncio.run(run_tree(Clumsy(AGENT, env=loop().env_config), ctx.sample, ctx, TreeShape(branch_turns=(1,))))
+    assert len(leaves) == 2 and all(leaf.error is None for leaf in leaves)
