@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import Field
@@ -40,11 +40,11 @@ from agentrl.harbor.task import HarborTask, HarborTaskError
 from agentrl.harbor.verifier import run_verifier
 from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
+from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
-from agentrl.sandbox.base import FORK_NOTE, Sandbox
+from agentrl.sandbox.base import Sandbox
 from agentrl.tools.parsers import get_parser
-from agentrl.tools.toolset import ToolSet
 from agentrl.types import Sample, StopReason, Trajectory
 
 NO_TOOL_CALL = "your reply called no tool. Use a tool to work on the task, or call `submit` when done."
@@ -94,7 +94,7 @@ class HarborAgentLoop(SteppedLoop):
             ctx.tools.sandbox = container
         budget = limits.agent_timeout_s
         deadline = None if budget is None else asyncio.get_running_loop().time() + budget
-        return HarborState(task, sample, limits, container, deadline)
+        return HarborState(task, sample, limits, OwnedResources(container), deadline)
 
     def check_start(self, ctx: AgentContext) -> None:
         """What the agent phase needs, checked before a container starts."""
@@ -151,19 +151,8 @@ class HarborAgentLoop(SteppedLoop):
     async def fork_state(self, state: HarborState, children: list[AgentContext]) -> list[HarborState]:
         """Each child gets a container of the parent's committed at the fork (`Sandbox.fork` of a task image), the
         tools over it (`ToolSet.fork`) and the parent's deadline."""
-        parent = children[0]
-        containers = await state.container.fork(len(children))
-        states: list[HarborState] = []
-        try:
-            for ctx, container in zip(children, containers, strict=True):
-                tools = parent.tools.fork(ctx.trajectory.id, container) if parent.tools is not None else None
-                ctx.sandbox, ctx.tools = container, tools
-                ctx.trajectory.metadata["fork"] = FORK_NOTE
-                states.append(replace(state, container=container, forked_tools=tools, released=False))
-        except BaseException:
-            await asyncio.gather(*(c.close() for c in containers))
-            raise
-        return states
+        owned = await fork_sandbox_and_tools(state.container, children)
+        return [replace(state, owned=resources) for resources in owned]
 
     async def discard(self, state: HarborState) -> None:
         await state.release()
@@ -174,27 +163,24 @@ class HarborAgentLoop(SteppedLoop):
 
 @dataclass
 class HarborState:
-    """What the Harbor loops keep between turns: the task, its sample and limits, the episode's container (which
-    the state owns), the agent phase's deadline (event-loop time) and, in a forked episode, the fork's tools."""
+    """What the Harbor loops keep between turns: the task, its sample and limits, the container and tools the
+    episode owns (the root owns its container; a fork, its container and tools) and the agent phase's deadline
+    (event-loop time)."""
 
     task: HarborTask
     sample: Sample
     limits: TaskLimits
-    container: Sandbox
+    owned: OwnedResources
     deadline: float | None = None
-    forked_tools: ToolSet | None = None
-    released: bool = field(default=False, repr=False)
+
+    @property
+    def container(self) -> Sandbox:
+        assert self.owned.sandbox is not None
+        return self.owned.sandbox
 
     async def release(self) -> None:
         """Remove the container and free the fork's tools; calling it again does nothing."""
-        if self.released:
-            return
-        self.released = True
-        try:
-            if self.forked_tools is not None:
-                await self.forked_tools.release()
-        finally:
-            await asyncio.shield(self.container.close())
+        await self.owned.release()
 
 
 class HarborOracleLoop(HarborAgentLoop):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
@@ -31,13 +31,13 @@ from pydantic import Field
 from agentrl.config.schema import AgentConfig, SandboxConfig
 from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
+from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
-from agentrl.sandbox.base import FORK_NOTE, Sandbox
+from agentrl.sandbox.base import Sandbox
 from agentrl.swe.repo import extract_patch, open_task_sandbox, work_repo
 from agentrl.swe.task import SWETask
 from agentrl.tools.parsers import get_parser
-from agentrl.tools.toolset import ToolSet
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
 PROMPT = """\
@@ -95,7 +95,7 @@ class SWEAgentLoop(SteppedLoop):
         traj.metadata["base_commit"] = base
         budget = self.options.time_budget_s
         deadline = None if budget is None else asyncio.get_running_loop().time() + budget
-        return SWEState(task, base, sandbox, deadline)
+        return SWEState(task, base, OwnedResources(sandbox), deadline)
 
     async def step(self, ctx: AgentContext, state: SWEState) -> bool:
         try:
@@ -151,19 +151,8 @@ class SWEAgentLoop(SteppedLoop):
     async def fork_state(self, state: SWEState, children: list[AgentContext]) -> list[SWEState]:
         """Each child gets a fork of the container (the repository as it is now; no processes), the tools over it
         (`ToolSet.fork`) and the parent's deadline."""
-        parent = children[0]
-        sandboxes = await state.sandbox.fork(len(children))
-        states: list[SWEState] = []
-        try:
-            for ctx, sandbox in zip(children, sandboxes, strict=True):
-                tools = require_tools(parent, "swe_agent").fork(ctx.trajectory.id, sandbox)
-                ctx.sandbox, ctx.tools = sandbox, tools
-                ctx.trajectory.metadata["fork"] = FORK_NOTE
-                states.append(SWEState(state.task, state.base, sandbox, state.deadline, tools))
-        except BaseException:
-            await asyncio.gather(*(s.close() for s in sandboxes))
-            raise
-        return states
+        owned = await fork_sandbox_and_tools(state.sandbox, children)
+        return [SWEState(state.task, state.base, resources, state.deadline) for resources in owned]
 
     async def discard(self, state: SWEState) -> None:
         await state.release()
@@ -177,26 +166,23 @@ class SWEAgentLoop(SteppedLoop):
 
 @dataclass
 class SWEState:
-    """What the SWE loop keeps between turns: the task, its base commit, the episode's container (which the state
-    owns), the time budget's deadline (event-loop time) and, in a forked episode, the tools the fork made."""
+    """What the SWE loop keeps between turns: the task, its base commit, the container and tools the episode owns
+    (the root owns its container; a fork, its container and tools) and the time budget's deadline (event-loop
+    time)."""
 
     task: SWETask
     base: str
-    sandbox: Sandbox
+    owned: OwnedResources
     deadline: float | None = None
-    forked_tools: ToolSet | None = None
-    released: bool = field(default=False, repr=False)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        assert self.owned.sandbox is not None
+        return self.owned.sandbox
 
     async def release(self) -> None:
         """Remove the container and free the fork's tools; calling it again does nothing."""
-        if self.released:
-            return
-        self.released = True
-        try:
-            if self.forked_tools is not None:
-                await self.forked_tools.release()
-        finally:
-            await asyncio.shield(self.sandbox.close())
+        await self.owned.release()
 
 
 async def open_swe_sandbox(task: SWETask, config: Any, run_id: str) -> tuple[Sandbox, str]:

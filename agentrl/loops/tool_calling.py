@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 from dataclasses import dataclass, field
@@ -11,12 +10,11 @@ from typing import Any
 from agentrl.config.schema import AgentConfig
 from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
+from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.interaction import Interaction
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls
-from agentrl.sandbox.base import FORK_NOTE, Sandbox
 from agentrl.tools.parsers import get_parser
-from agentrl.tools.toolset import ToolSet
 from agentrl.types import Message, Sample, Trajectory
 
 
@@ -69,20 +67,8 @@ class ToolAgentLoop(SteppedLoop):
     async def fork_state(self, state: ToolLoopState, children: list[AgentContext]) -> list[ToolLoopState]:
         """Each child gets a fork of the sandbox (`Sandbox.fork`: its files, not its processes), the tools over it
         (`ToolSet.fork`: their counters and shared state) and a copy of the interaction's state."""
-        parent = children[0]
-        sandboxes = await parent.sandbox.fork(len(children)) if parent.sandbox is not None else [None] * len(children)
-        states = []
-        for ctx, sandbox in zip(children, sandboxes, strict=True):
-            try:
-                tools = parent.tools.fork(ctx.trajectory.id, sandbox) if parent.tools is not None else None
-            except BaseException:
-                await asyncio.gather(*(s.close() for s in sandboxes if s is not None))
-                raise
-            ctx.sandbox, ctx.tools = sandbox, tools
-            if sandbox is not None:
-                ctx.trajectory.metadata["fork"] = FORK_NOTE
-            states.append(ToolLoopState(state.sample, copy.deepcopy(state.interaction), owned=(tools, sandbox)))
-        return states
+        owned = await fork_sandbox_and_tools(children[0].sandbox, children)
+        return [ToolLoopState(state.sample, copy.deepcopy(state.interaction), resources) for resources in owned]
 
     async def discard(self, state: ToolLoopState) -> None:
         await state.release()
@@ -104,16 +90,11 @@ class ToolLoopState:
 
     sample: Sample
     interaction: dict[str, Any] = field(default_factory=dict)
-    owned: tuple[ToolSet | None, Sandbox | None] | None = None
+    owned: OwnedResources | None = None
 
     async def release(self, ctx: AgentContext | None = None) -> None:
-        if self.owned is None:
-            return
-        (tools, sandbox), self.owned = self.owned, None
-        if tools is not None:
-            await tools.release()
-        if sandbox is not None:
-            await asyncio.shield(sandbox.close())
+        if self.owned is not None:
+            await self.owned.release()
 
 
 def record_conversation_turns(traj: Trajectory) -> None:

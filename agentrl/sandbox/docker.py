@@ -24,7 +24,6 @@ Containers are labelled with their owner and removed at exit or by the next run 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import io
 import logging
@@ -56,7 +55,6 @@ from agentrl.sandbox.container_options import (
     workdir_volume,
 )
 from agentrl.sandbox.containers import (
-    FORK_LABEL,
     LABEL,
     cleanup_live,
     docker_client,
@@ -66,11 +64,10 @@ from agentrl.sandbox.containers import (
     remove_orphans,
     remove_quietly,
     track,
-    track_image,
     untrack,
 )
-from agentrl.sandbox.docker_copy import FolderWriter, read_folder
 from agentrl.sandbox.docker_exec import KILL_GRACE_S, STOP_EXEC, WATCHDOG_GRACE_S, WRAPPER, CappedOutput
+from agentrl.sandbox.docker_fork import fork_by_commit, fork_by_copy, side_pool
 from agentrl.sandbox.images import BASE_IMAGE
 
 logger = logging.getLogger(__name__)
@@ -85,18 +82,6 @@ def _pool() -> ThreadPoolExecutor:
     if _executor is None:
         _executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentrl-sandbox")
     return _executor
-
-
-_side_executor: ThreadPoolExecutor | None = None
-
-
-def _side_pool() -> ThreadPoolExecutor:
-    """A pool for what a `_pool` job waits on (a fork's copy writers, spare containers' starts): in `_pool`
-    itself, 64 forks at once would each wait on work queued behind them, for good."""
-    global _side_executor
-    if _side_executor is None:
-        _side_executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentrl-sandbox-side")
-    return _side_executor
 
 
 def _run_in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
@@ -369,72 +354,25 @@ class DockerSandbox(Sandbox):
             return  # a task image forks from an image committed at the fork; a writable root does not fork
         for _ in range(n - len(self._spares)):
             start = functools.partial(DockerSandbox.create_sync, self.image, client=self._client, **self.started_with)
-            self._spares.append(_side_pool().submit(start))
+            self._spares.append(side_pool().submit(start))
 
     def fork_sync(self, n: int) -> list[DockerSandbox]:
-        """`fork`, blocking: `n` containers of the same image, limits and labels, each given a copy of `/work`
-        (the only place a default sandbox can change: its root is read-only, and `/tmp` is scratch that is not
-        carried over)."""
-        import docker
-
+        """`fork`, blocking: `n` containers of the same image, limits and labels, each holding this one's files:
+        a copy of `/work` for a default sandbox (its root is read-only, and `/tmp` is scratch that is not carried
+        over), an image committed from it for a task image (`agentrl.sandbox.docker_fork`)."""
         self._check_open()
+
+        def start(image: str) -> DockerSandbox:
+            return DockerSandbox.create_sync(image, client=self._client, **self.started_with)
+
         if self.started_with.get("task_image"):
-            return self._fork_task_image(n)
+            return fork_by_commit(self, n, start)
         if self.writable != WORKDIR:
             raise ForkUnsupportedError(
                 f"sandbox {self.id[:12]} has a writable root but is not a task image, which a fork does not copy: "
                 "fork default sandboxes and task images only"
             )
-        api = self._client.api
-        children: list[DockerSandbox] = []
-        writers: list[Future[FolderWriter]] = []
-        try:
-            for _ in range(n):
-                children.append(
-                    self._spare() or DockerSandbox.create_sync(self.image, client=self._client, **self.started_with)
-                )
-            writers = [_side_pool().submit(FolderWriter, api, child.id, WORKDIR) for child in children]
-            files = read_folder(api, self.id, WORKDIR)
-            for child, writer in zip(children, writers, strict=True):
-                writer.result().write(files)
-                child.workdir = self.workdir
-        except BaseException as exc:
-            for writer in writers:
-                with contextlib.suppress(Exception):
-                    writer.result().close()
-            for child in children:
-                child.close_sync()
-            if isinstance(exc, docker.errors.DockerException | OSError):
-                raise SandboxError(f"sandbox {self.id[:12]} cannot be copied into its forks: {exc}") from exc
-            raise
-        return children
-
-    def _fork_task_image(self, n: int) -> list[DockerSandbox]:
-        """A task image's files live in the container's own layer: `docker commit` it (paused meanwhile) into an
-        image of ours (`FORK_LABEL`, removed with the last container that uses it, at exit, or as an orphan), and
-        start `n` containers of it with this one's options."""
-        import docker
-
-        try:
-            image = self._client.api.commit(
-                self.id, repository="agentrl-fork", tag=uuid.uuid4().hex[:12], changes=[f"LABEL {FORK_LABEL}=1"]
-            )["Id"]
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"sandbox {self.id[:12]} cannot be committed for a fork: {exc}") from exc
-        track_image(image)
-        children: list[DockerSandbox] = []
-        try:
-            for _ in range(n):
-                child = DockerSandbox.create_sync(image, client=self._client, **self.started_with)
-                child.fork_images = [image, *self.fork_images]
-                child.workdir = self.workdir
-                children.append(child)
-        except BaseException:
-            for child in children:
-                child.close_sync()
-            remove_image_quietly(self._client, image)
-            raise
-        return children
+        return fork_by_copy(self, n, lambda: self._spare() or start(self.image))
 
     def _spare(self) -> DockerSandbox | None:
         """A container `prepare_forks` started, or None (none prepared, or its start failed: the fork starts one)."""
