@@ -17,16 +17,14 @@ import contextlib
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Any
 
 from agentrl.sandbox.base import SandboxError
 from agentrl.sandbox.container_options import WORKDIR
 from agentrl.sandbox.containers import FORK_LABEL, remove_image_quietly, track_image
 from agentrl.sandbox.docker_copy import FolderWriter, read_folder
 
-if TYPE_CHECKING:
-    from agentrl.sandbox.docker import DockerSandbox
-
+DockerSandbox = Any  # agentrl.sandbox.docker.DockerSandbox, which imports this module (no import back)
 _side_executor: ThreadPoolExecutor | None = None
 
 
