@@ -52,6 +52,20 @@ class DataConfig(_Section):
         description="data.reasoning_gym: the system prompt, by its name in reasoning-gym's own SYSTEM_PROMPTS "
         "(default, direct, simple, chain_of_draft, DeepSeekZero)",
     )
+    reasoning_gym_shots: int = Field(
+        0,
+        ge=0,
+        description="data.reasoning_gym: worked examples before each question, as earlier turns of the conversation: "
+        "that many questions of the dataset (from a seed of their own; a training or held-out question equal to one "
+        "is dropped), each answered as data.reasoning_gym_shot_reply says for that dataset",
+    )
+    reasoning_gym_shot_reply: dict[str, str] = Field(
+        default_factory=dict,
+        description="data.reasoning_gym_shots: a worked example's reply, by dataset name (as the options are), a "
+        "template over the example's entry ({answer}, {question}, {metadata[...]}), e.g. {chain_sum: "
+        '"{metadata[expression]} = {answer}\\n<answer>{answer}</answer>"}; a dataset not named here: '
+        "<answer>{answer}</answer>",
+    )
     num_train_samples: int = Field(1000, ge=1, description="data.reasoning_gym: training questions generated")
     num_eval_samples: int = Field(32, ge=0, description="data.reasoning_gym: held-out questions (other seeds)")
 

@@ -8,6 +8,12 @@ asks the question under one of reasoning-gym's own system prompts (`data.reasoni
 in the package: `default` asks for step-by-step thinking, `direct` for the answer alone; each wants the answer
 inside `<answer>` tags) and keeps the dataset's entry in `extra_info`, so that reward `type: reasoning_gym` scores
 the reply with the dataset's own `score_answer`.
+
+`data.reasoning_gym_shots=k` puts k worked examples before each question, as earlier user and assistant turns: k
+questions of the dataset from a seed of their own, each answered by `data.reasoning_gym_shot_reply.<name>`, a
+template over the example's entry (`<answer>{answer}</answer>` for a dataset not named there; for arithmetic,
+`{metadata[expression]} = {answer}` and then the tags, to show the working). A training or held-out question equal to
+an example is dropped.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ from agentrl.types import Message, Sample
 
 EVAL_SEED_OFFSET = 1_000_003
 """Held-out questions come from seed `seed + EVAL_SEED_OFFSET`, training ones from `seed`."""
+SHOT_SEED_OFFSET = 2_000_003
+"""Worked examples (`data.reasoning_gym_shots`) come from seed `seed + SHOT_SEED_OFFSET`."""
+PLAIN_SHOT_REPLY = "<answer>{answer}</answer>"
+"""A worked example's reply for a dataset `data.reasoning_gym_shot_reply` does not name: the answer alone."""
 
 
 def import_reasoning_gym() -> Any:
@@ -31,11 +41,14 @@ def dataset_names() -> list[str]:
 
 
 def reasoning_gym_problems(
-    name: str, options_by_dataset: dict[str, dict[str, Any]], prompt: str = "default"
+    name: str,
+    options_by_dataset: dict[str, dict[str, Any]],
+    prompt: str = "default",
+    shot_replies: dict[str, str] | None = None,
 ) -> list[str]:
-    """What is wrong with `data.reasoning_gym`, its options and its prompt (a missing package, an unknown name,
-    options the dataset refuses, a prompt name the package does not have), each with its fix; empty when it
-    generates."""
+    """What is wrong with `data.reasoning_gym`, its options, its prompt and its worked examples' reply (a missing
+    package, an unknown name, options the dataset refuses, a prompt name the package does not have, a reply template
+    naming what the dataset's entries lack), each with its fix; empty when it generates."""
     try:
         rg = import_reasoning_gym()
     except MissingPackageError as exc:
@@ -57,17 +70,55 @@ def reasoning_gym_problems(
         ]
     options = options_by_dataset.get(name, {})
     try:
-        rg.create_dataset(name, size=1, seed=0, **options)
+        entry = rg.create_dataset(name, size=1, seed=0, **options)[0]
     except Exception as exc:  # the dataset's own config validation (TypeError, AssertionError, ValueError)
         return [f"data.reasoning_gym_options: the {name} dataset refuses {options}: {type(exc).__name__}: {exc}"]
+    shot_replies = shot_replies or {}
+    if unknown := [k for k in shot_replies if k not in rg.factory.DATASETS]:
+        return [
+            f"data.reasoning_gym_shot_reply: {', '.join(unknown)} is no reasoning-gym dataset; the replies are keyed "
+            f"by dataset, e.g. {{{name}: '<answer>{{answer}}</answer>'}}; its datasets: {known}"
+        ]
+    shot_reply = shot_replies.get(name, PLAIN_SHOT_REPLY)
+    try:
+        shot_reply.format(**entry)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        return [
+            f"data.reasoning_gym_shot_reply.{name}: {shot_reply!r} does not fit the {name} dataset's entries "
+            f"({type(exc).__name__}: {exc}); it may name {{answer}}, {{question}} and {{metadata[KEY]}}, where "
+            f"KEY is one of {', '.join(entry['metadata'])}"
+        ]
     return []
 
 
+def worked_examples(
+    name: str, options: dict[str, Any], count: int, seed: int, reply: str
+) -> tuple[list[Message], set[str]]:
+    """`count` questions of dataset `name` from seed `seed + SHOT_SEED_OFFSET`, each followed by its answer as the
+    `reply` template writes it: the turns put before every question, and the questions themselves."""
+    if count == 0:
+        return [], set()
+    dataset = import_reasoning_gym().create_dataset(name, size=count, seed=seed + SHOT_SEED_OFFSET, **options)
+    turns = []
+    for entry in dataset:
+        turns += [
+            Message(role="user", content=entry["question"]),
+            Message(role="assistant", content=reply.format(**entry)),
+        ]
+    return turns, {entry["question"] for entry in dataset}
+
+
 def reasoning_gym_samples(
-    name: str, options: dict[str, Any], size: int, seed: int, exclude: set[str], prompt: str = "default"
+    name: str,
+    options: dict[str, Any],
+    size: int,
+    seed: int,
+    exclude: set[str],
+    prompt: str = "default",
+    shots: list[Message] | None = None,
 ) -> list[Sample]:
     """`size` samples of dataset `name` from `seed`, leaving out questions in `exclude`, each asked under
-    reasoning-gym's system prompt named `prompt`."""
+    reasoning-gym's system prompt named `prompt` after the worked examples `shots` (see `worked_examples`)."""
     rg = import_reasoning_gym()
     from reasoning_gym.utils import SYSTEM_PROMPTS
 
@@ -80,6 +131,7 @@ def reasoning_gym_samples(
             Sample(
                 prompt=[
                     Message(role="system", content=SYSTEM_PROMPTS[prompt]),
+                    *(shots or []),
                     Message(role="user", content=entry["question"]),
                 ],
                 data_source=f"reasoning_gym/{name}",
@@ -96,12 +148,14 @@ def split_samples(data: Any, split: str, seed: int) -> list[Sample]:
     name = data.reasoning_gym
     options = dict(data.reasoning_gym_options.get(name, {}))
     prompt = data.reasoning_gym_prompt
-    train = reasoning_gym_samples(name, options, data.num_train_samples, seed, set(), prompt)
+    reply = data.reasoning_gym_shot_reply.get(name, PLAIN_SHOT_REPLY)
+    shots, examples = worked_examples(name, options, data.reasoning_gym_shots, seed, reply)
+    train = reasoning_gym_samples(name, options, data.num_train_samples, seed, examples, prompt, shots)
     if split == "train":
         return train
-    seen = {s.prompt[-1].content for s in train}
+    seen = examples | {s.prompt[-1].content for s in train}
     eval_seed = seed + EVAL_SEED_OFFSET
-    return reasoning_gym_samples(name, options, data.num_eval_samples, eval_seed, seen, prompt)  # type: ignore[arg-type]
+    return reasoning_gym_samples(name, options, data.num_eval_samples, eval_seed, seen, prompt, shots)  # type: ignore[arg-type]
 
 
 def _plain(value: Any) -> Any:
@@ -113,4 +167,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["dataset_names", "reasoning_gym_problems", "reasoning_gym_samples", "split_samples"]
+__all__ = ["dataset_names", "reasoning_gym_problems", "reasoning_gym_samples", "split_samples", "worked_examples"]

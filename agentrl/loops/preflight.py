@@ -156,7 +156,10 @@ def data_problems(cfg: AgentRLConfig) -> list[str]:
         from agentrl.envs.reasoning_gym import reasoning_gym_problems
 
         problems += reasoning_gym_problems(
-            cfg.data.reasoning_gym, cfg.data.reasoning_gym_options, cfg.data.reasoning_gym_prompt
+            cfg.data.reasoning_gym,
+            cfg.data.reasoning_gym_options,
+            cfg.data.reasoning_gym_prompt,
+            cfg.data.reasoning_gym_shot_reply,
         )
     if cfg.agent.name == "verifiers" and isinstance(env_id := cfg.agent.kwargs.get("env_id"), str):
         from agentrl.envs.verifiers import environment_problems

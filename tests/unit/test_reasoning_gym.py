@@ -17,7 +17,7 @@ pytest.importorskip("reasoning_gym")
 def test_a_dataset_gives_seeded_training_and_disjoint_held_out_samples():
     cfg = load_config("reasoning_gym", ["data.num_train_samples=64", "data.num_eval_samples=16"])
     train, held_out = run_samples(cfg, "train"), run_samples(cfg, "eval")
-    assert len(train) == 64 and 0 < len(held_out) <= 16
+    assert 60 <= len(train) <= 64 and 0 < len(held_out) <= 16  # a question equal to the worked example is dropped
     assert not {s.prompt[-1].content for s in train} & {s.prompt[-1].content for s in held_out}
     assert [s.prompt[-1].content for s in run_samples(cfg, "train")] == [s.prompt[-1].content for s in train]
     first = train[0]
@@ -71,3 +71,35 @@ def test_a_missing_package_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "reasoning_gym", None)  # what an environment without the package imports
     problems = episode_problems(load_config("reasoning_gym"))
     assert "data.reasoning_gym needs the reasoning-gym package: pip install reasoning-gym" in problems
+
+
+def test_worked_examples_come_before_each_question_and_are_never_asked():
+    shots = ["data.reasoning_gym_shots=3", "data.num_train_samples=200"]  # the recipe's reply for chain_sum
+    cfg = load_config("reasoning_gym", [*shots, "data.num_eval_samples=200"])
+    train, held_out = run_samples(cfg, "train"), run_samples(cfg, "eval")
+    examples = train[0].prompt[1:-1]
+    assert [m.role for m in examples] == ["user", "assistant"] * 3
+    assert all(s.prompt[1:-1] == examples for s in train + held_out)  # the same examples before every question
+    question, answer = examples[0].content, examples[1].content
+    expression = question.rsplit(": ", 1)[-1].removesuffix(" =")
+    assert answer == f"{expression} = {eval(expression)}\n<answer>{eval(expression)}</answer>"
+    asked = {s.prompt[-1].content for s in train + held_out}
+    assert not asked & {m.content for m in examples[::2]}  # one-digit sums repeat: an example is never asked
+    unshot = load_config("reasoning_gym", ["data.num_train_samples=200", "data.num_eval_samples=200"])
+    assert len(train) < len(run_samples(unshot, "train"))  # the questions equal to an example were dropped
+
+
+def test_a_worked_example_reply_naming_what_entries_lack_is_reported_at_start():
+    cfg = load_config("reasoning_gym", ["data.reasoning_gym_shot_reply.chain_sum='{metadata[sum]}'"])
+    (problem,) = [p for p in episode_problems(cfg) if "shot_reply" in p]
+    assert "shot_reply.chain_sum" in problem and "KeyError: 'sum'" in problem and "expression" in problem
+    cfg = load_config("reasoning_gym", ["data.reasoning_gym_shot_reply={chain_sums: x}"])
+    (problem,) = [p for p in episode_problems(cfg) if "shot_reply" in p]
+    assert "chain_sums is no reasoning-gym dataset" in problem
+
+
+def test_another_dataset_s_examples_are_answered_plainly():
+    cfg = load_config("reasoning_gym", ["data.reasoning_gym=spell_backward", "data.num_train_samples=2"])
+    assert not episode_problems(cfg)  # the recipe's chain_sum reply does not follow the run to another dataset
+    (reply,) = [m.content for m in run_samples(cfg, "train")[0].prompt if m.role == "assistant"]
+    assert reply.startswith("<answer>") and reply.endswith("</answer>")
