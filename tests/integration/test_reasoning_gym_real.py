@@ -23,9 +23,9 @@ WORKED = {  # an arithmetic example shows its expression; a word, the word
 @pytest.mark.parametrize("dataset", ["basic_arithmetic", "spell_backward"])
 def test_a_reasoning_gym_dataset_rolls_out_and_trains_a_step(hf_server_url, tmp_path, dataset):
     args = [
-        f"data.reasoning_gym_shot_reply.{dataset}={WORKED[dataset]}",
         "train",
         "recipe=reasoning_gym",
+        f"data.reasoning_gym_shot_reply.{dataset}={WORKED[dataset]}",
         f"data.reasoning_gym={dataset}",
         f"rollout.urls=[{hf_server_url}]",
         "data.batch_size=1",
