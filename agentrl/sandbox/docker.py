@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,26 +67,16 @@ from agentrl.sandbox.containers import (
     untrack,
 )
 from agentrl.sandbox.docker_exec import KILL_GRACE_S, STOP_EXEC, WATCHDOG_GRACE_S, WRAPPER, CappedOutput
-from agentrl.sandbox.docker_fork import fork_by_commit, fork_by_copy, side_pool
+from agentrl.sandbox.docker_fork import fork_by_commit, fork_by_copy, side_pool, thread_pool
 from agentrl.sandbox.images import BASE_IMAGE
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_executor: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    """Our own pool for blocking SDK work: the default one (cpus + 4 threads) would serialize sandboxes."""
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentrl-sandbox")
-    return _executor
-
 
 def _run_in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-    """Run blocking SDK work in `_pool`."""
-    return asyncio.get_running_loop().run_in_executor(_pool(), fn, *args)
+    """Run blocking SDK work in the sandbox pool."""
+    return asyncio.get_running_loop().run_in_executor(thread_pool("agentrl-sandbox"), fn, *args)
 
 
 class DockerSandbox(Sandbox):

@@ -14,6 +14,7 @@ wait on work queued behind them, for good.
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,15 +26,18 @@ from agentrl.sandbox.containers import FORK_LABEL, remove_image_quietly, track_i
 from agentrl.sandbox.docker_copy import FolderWriter, read_folder
 
 DockerSandbox = Any  # agentrl.sandbox.docker.DockerSandbox, which imports this module (no import back)
-_side_executor: ThreadPoolExecutor | None = None
+
+
+@functools.cache
+def thread_pool(name: str) -> ThreadPoolExecutor:
+    """A pool of 64 threads named `name` for blocking SDK work, one per name, made on first use: the default pool
+    (cpus + 4 threads) would serialize sandboxes."""
+    return ThreadPoolExecutor(max_workers=64, thread_name_prefix=name)
 
 
 def side_pool() -> ThreadPoolExecutor:
     """The pool for a fork's copy writers and the starts of containers prepared for forks."""
-    global _side_executor
-    if _side_executor is None:
-        _side_executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentrl-sandbox-side")
-    return _side_executor
+    return thread_pool("agentrl-sandbox-side")
 
 
 def fork_by_copy(parent: DockerSandbox, n: int, container: Callable[[], DockerSandbox]) -> list[DockerSandbox]:
