@@ -23,6 +23,8 @@ WATCHED = {
     "rollout/response_tokens_mean": ("rollout/length_ratio", "response length"),
 }
 """metric → (its ratio to the baseline, what it is called in the warning)."""
+REWARD = "rollout/reward_mean"
+"""Quoted in the warning next to its own start: a fall that comes with the reward at its best is convergence."""
 ENTROPY_RISE_RATIO = 1.5
 """With an entropy bonus, warn when the entropy climbs past this multiple of its start (seen on gym: 3.4 → 8.2 nats
 a token in 24 steps, every reply random tokens)."""
@@ -45,10 +47,12 @@ class CollapseMonitor:
         self.rise_ratio = rise_ratio
         self._first: dict[str, list[float]] = {}
         self.warned: set[str] = set()
+        self._reward_now: float | None = None
 
     def observe(self, metrics: Mapping[str, Any], step: int) -> dict[str, float]:
         """The ratios for this step's `metrics` (plus `train/collapse_warnings`), warning on a new collapse."""
         out: dict[str, float] = {}
+        self._note_reward(metrics)
         for name, (ratio_name, label) in WATCHED.items():
             value = metrics.get(name)
             if not isinstance(value, int | float):
@@ -66,6 +70,23 @@ class CollapseMonitor:
         self._check_rise(out.get("train/entropy_ratio"), metrics, step)
         out["train/collapse_warnings"] = float(len(self.warned))
         return out
+
+    def _note_reward(self, metrics: Mapping[str, Any]) -> None:
+        value = metrics.get(REWARD)
+        if isinstance(value, int | float):
+            seen = self._first.setdefault(REWARD, [])
+            if len(seen) < self.baseline_steps:
+                seen.append(float(value))
+            self._reward_now = float(value)
+
+    def _reward_change(self) -> str:
+        """`the rollout reward went from A to B` (start: the mean of the first steps), or "" before any reward."""
+        seen = self._first.get(REWARD)
+        if not seen or self._reward_now is None:
+            return ""
+        start = sum(seen) / len(seen)
+        return (f" The rollout reward went from {start:.3g} to {self._reward_now:.3g} meanwhile: if that is the "
+                "task's best, the policy has converged and this is expected.")  # fmt: skip
 
     def _check_rise(self, ratio: float | None, metrics: Mapping[str, Any], step: int) -> None:
         rising = self.warn_ratio and self.rise_ratio and ratio is not None and ratio > self.rise_ratio
@@ -86,10 +107,11 @@ class CollapseMonitor:
             "step %d: the policy's %s fell to %.3g, %.0f%% of the %.3g it started at: the policy may be collapsing "
             "onto one reply (check rollout/reward_std: equal rewards in every group leave GRPO no signal). Lower "
             "trainer.lr, add trainer.kl_coef or trainer.entropy_coef, or raise rollout.temperature; "
-            "trainer.collapse_warn_ratio=0 silences this.",
+            "trainer.collapse_warn_ratio=0 silences this.%s",
             step,
             label,
             value,
             100 * value / baseline,
             baseline,
+            self._reward_change(),
         )

@@ -20,7 +20,7 @@ def test_ratios_against_the_first_steps_and_one_warning_when_entropy_collapses(c
     assert again["train/collapse_warnings"] == 1.0
     (record,) = caplog.records
     assert "step 4" in record.getMessage() and "entropy fell to 0.3" in record.getMessage()
-    assert "trainer.lr" in record.getMessage()
+    assert "trainer.lr" in record.getMessage() and "reward went" not in record.getMessage()  # none was logged
 
 
 def test_a_collapsing_response_length_warns_and_zero_disables_warnings(caplog):
@@ -57,3 +57,13 @@ def test_with_an_entropy_bonus_a_rising_entropy_warns_once(caplog):
         assert silent.observe({"train/entropy": 8.2}, step=2)["train/collapse_warnings"] == 0.0
     (record,) = caplog.records
     assert "step 3" in record.getMessage() and "trainer.entropy_coef" in record.getMessage()
+
+
+def test_the_warning_quotes_the_reward_from_its_start_so_convergence_reads_as_such(caplog):
+    monitor = CollapseMonitor(warn_ratio=0.25, baseline_steps=2)
+    with caplog.at_level(logging.WARNING, logger="agentrl.trainer.collapse"):
+        monitor.observe({"train/entropy": 4.0, "rollout/reward_mean": 0.1}, step=1)
+        monitor.observe({"train/entropy": 4.0, "rollout/reward_mean": 0.3}, step=2)
+        monitor.observe({"train/entropy": 0.5, "rollout/reward_mean": 0.95}, step=3)
+    (record,) = caplog.records
+    assert "reward went from 0.2 to 0.95" in record.getMessage() and "converged" in record.getMessage()
