@@ -47,6 +47,7 @@ class CollapseMonitor:
         self.rise_ratio = rise_ratio
         self._first: dict[str, list[float]] = {}
         self.warned: set[str] = set()
+        self._reward_start = 0.0
         self._reward_now: float | None = None
 
     def observe(self, metrics: Mapping[str, Any], step: int) -> dict[str, float]:
@@ -57,10 +58,7 @@ class CollapseMonitor:
             value = metrics.get(name)
             if not isinstance(value, int | float):
                 continue
-            seen = self._first.setdefault(name, [])
-            if len(seen) < self.baseline_steps:
-                seen.append(float(value))
-            baseline = sum(seen) / len(seen)
+            baseline = self._baseline(name, float(value))
             if baseline <= 0:
                 continue
             out[ratio_name] = value / baseline
@@ -71,20 +69,24 @@ class CollapseMonitor:
         out["train/collapse_warnings"] = float(len(self.warned))
         return out
 
+    def _baseline(self, name: str, value: float) -> float:
+        """The mean of `name`'s first `baseline_steps` values, `value` counted while they are still being seen."""
+        seen = self._first.setdefault(name, [])
+        if len(seen) < self.baseline_steps:
+            seen.append(value)
+        return sum(seen) / len(seen)
+
     def _note_reward(self, metrics: Mapping[str, Any]) -> None:
         value = metrics.get(REWARD)
         if isinstance(value, int | float):
-            seen = self._first.setdefault(REWARD, [])
-            if len(seen) < self.baseline_steps:
-                seen.append(float(value))
+            self._reward_start = self._baseline(REWARD, float(value))
             self._reward_now = float(value)
 
     def _reward_change(self) -> str:
         """`the rollout reward went from A to B` (start: the mean of the first steps), or "" before any reward."""
-        seen = self._first.get(REWARD)
-        if not seen or self._reward_now is None:
+        if self._reward_now is None:
             return ""
-        start = sum(seen) / len(seen)
+        start = self._reward_start
         return (f" The rollout reward went from {start:.3g} to {self._reward_now:.3g} meanwhile: if that is the "
                 "task's best, the policy has converged and this is expected.")  # fmt: skip
 
