@@ -130,7 +130,7 @@ if [ "${1:-}" = "--venv-only" ]; then
 fi
 setup_docker
 setup_image
-step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_agent/data/train.jsonl recipes/swe_agent/data/eval.jsonl
+step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_agent/data/*.jsonl recipes/swe_easy/data/*.jsonl
 setup_model
 setup_browser
 step "Setup done"

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.config.schema import AgentConfig, SandboxConfig
 from agentrl.loops.base import LoopOptions
@@ -53,10 +53,21 @@ reproduce the problem, make a minimal fix, check it, then call `submit`."""
 NO_TOOL_CALL = "Error: your reply called no tool. Use a tool to work on the repository, or call `submit` when done."
 
 
+class WorkedExample(BaseModel):
+    """An issue and the reply that solves it, shown to the model as earlier turns before its task."""
+
+    model_config = ConfigDict(extra="forbid")
+    issue: str = Field(description="a problem statement, shown through `prompt` as the task's is")
+    reply: str = Field(description="the assistant's reply to it, e.g. the tool call that fixes it")
+
+
 class SWELoopOptions(LoopOptions):
     """`agent.kwargs` of the SWE loop."""
 
     prompt: str = Field(PROMPT, description="user message; {problem_statement} and {repo_dir} are filled in")
+    examples: list[WorkedExample] = Field(
+        default_factory=list, description="worked examples before the task (prompt tokens, never trained on)"
+    )
     time_budget_s: float | None = Field(None, gt=0, description="wall-clock budget of the turns (stop: time_budget)")
     on_no_tool_call: Literal["remind", "stop"] = Field("remind", description="remind the model, or end")
     patch_timeout_s: float = Field(60.0, gt=0, description="timeout of taking the diff out")
@@ -86,8 +97,7 @@ class SWEAgentLoop(SteppedLoop):
         traj = ctx.trajectory
         traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
         tools = require_tools(ctx, "swe_agent")
-        prompt = self.options.prompt.format(problem_statement=task.problem_statement, repo_dir=work_repo(task))
-        ctx.start([Message(role="user", content=prompt)])
+        ctx.start(self._prompt_messages(task))
         started = time.perf_counter()
         sandbox, base = await open_swe_sandbox(task, self._sandbox_config(), run_id=f"swe-{traj.id[:8]}")
         _add_time(traj, "sandbox_setup_s", started)
@@ -96,6 +106,15 @@ class SWEAgentLoop(SteppedLoop):
         budget = self.options.time_budget_s
         deadline = None if budget is None else asyncio.get_running_loop().time() + budget
         return SWEState(task, base, OwnedResources(sandbox), deadline)
+
+    def _prompt_messages(self, task: SWETask) -> list[Message]:
+        """The worked examples as earlier turns, then the task's issue."""
+        messages: list[Message] = []
+        for example in self.options.examples:
+            issue = self.options.prompt.format(problem_statement=example.issue, repo_dir=work_repo(task))
+            messages += [Message(role="user", content=issue), Message(role="assistant", content=example.reply)]
+        issue = self.options.prompt.format(problem_statement=task.problem_statement, repo_dir=work_repo(task))
+        return [*messages, Message(role="user", content=issue)]
 
     async def step(self, ctx: AgentContext, state: SWEState) -> bool:
         try:

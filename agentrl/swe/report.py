@@ -72,8 +72,9 @@ def _outcome(case: ET.Element) -> Outcome:
     return Outcome.PASSED
 
 
-def first_failure(xml_text: str, test_id: str) -> str:
-    """The message of the first failure or error recorded for `test_id` ("" if none)."""
+def first_failure(xml_text: str, test_id: str, traceback: bool = False) -> str:
+    """The message of the first failure or error recorded for `test_id` ("" if none); with `traceback`, the
+    report's full text of it (pytest's traceback, ending in the error) instead of the one-line message."""
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError:
@@ -83,7 +84,7 @@ def first_failure(xml_text: str, test_id: str) -> str:
             continue
         for child in case:
             if child.tag in ("failure", "error"):
-                return child.get("message") or ""
+                return (child.text if traceback else child.get("message")) or ""
     return ""
 
 

@@ -34,6 +34,7 @@ TOOLS: Registry[ToolEntry] = Registry(
         "python": "agentrl.tools.builtin.shell:PythonTool",
         "editor": "agentrl.tools.builtin.editor:EditorTool",
         "replace_line": "agentrl.tools.builtin.replace_line:ReplaceLineTool",
+        "edit_line": "agentrl.tools.builtin.edit_line:EditLineTool",
         "submit": "agentrl.tools.builtin.submit:SubmitTool",
         "calculator": "agentrl.tools.builtin.calculator:calculator",
     },

@@ -1,6 +1,7 @@
 """Build the bundled SWE task set from PyPI sdists by bug injection (in the spirit of SWE-smith).
 
-    .venv/bin/python recipes/swe_agent/build_tasks.py            # ~20 min on 2 cores; needs Docker and PyPI
+    .venv/bin/python recipes/swe_agent/build_tasks.py              # ~20 min on 2 cores; needs Docker and PyPI
+    .venv/bin/python recipes/swe_agent/build_tasks.py --tier easy  # the swe_easy recipe's tasks
 
 For each package below: download its sdist (cached in ~/.cache/agentrl/swe), run its own test suite in a sandbox
 of the test environment image, then try one-token mutations (`mutations.py`) of its functions, keeping those that
@@ -14,6 +15,11 @@ make between 1 and `MAX_F2P` passing tests fail. A kept mutation becomes a SWE-b
 Every task is then validated in its real image through `agentrl.swe.grading`: the gold patch must resolve it and
 the empty patch must leave every FAIL_TO_PASS test failing and every PASS_TO_PASS test passing. The survivors are
 written to data/train.jsonl and data/eval.jsonl (one task per package held out).
+
+`--tier easy` builds the `swe_easy` recipe's tasks instead (`recipes/swe_easy/data`): the bug is a parameter's
+name mistyped where the function reads it (`mutations.name_typos`), kept only when the failing test's traceback
+ends at that line with a NameError; the problem statement shows that last frame of the traceback (the function's
+source up to the line, pytest's `>` marker and the error). Two tasks per package are held out.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mutations import Mutation, mutations
+from mutations import Mutation, mutations, name_typos
 
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.recipe_images import build_recipe_image
@@ -45,13 +51,14 @@ from agentrl.swe.images import (
     fetch_sdist,
     unpack_sdist,
 )
-from agentrl.swe.report import Outcome, files_of_tests, parse_junit
+from agentrl.swe.report import Outcome, files_of_tests, first_failure, parse_junit
 from agentrl.swe.task import SWETask, load_tasks, write_rows
 
 HERE = Path(__file__).resolve().parent
 TEST_REQUIREMENTS = ["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.3", "pygments==2.21.0"]
 MAX_F2P = 30
 MAX_HIDDEN_FILES = 2
+EASY_FRAME_LINES = 24
 
 
 @dataclass
@@ -168,8 +175,6 @@ def test_source(clean: Path, test_id: str, max_lines: int = 40) -> str:
 
 
 def failure_message(xml: str, test_id: str, max_chars: int = 900) -> str:
-    from agentrl.swe.report import first_failure
-
     msg = first_failure(xml, test_id).strip()
     return msg if len(msg) <= max_chars else msg[:max_chars] + " ..."
 
@@ -197,12 +202,45 @@ def problem_statement(pkg: Package, f2p: list[str], clean: Path, xml: str) -> st
     return "\n".join(parts)
 
 
+def last_frame(traceback: str, max_lines: int = EASY_FRAME_LINES) -> str:
+    """The last entry of a pytest traceback (the frame that raised): its source lines, `>` and `E` lines and the
+    `path:line: Error` footer, without the argument values pytest prints above it."""
+    lines = traceback.rstrip().splitlines()
+    seps = [i for i, line in enumerate(lines) if line.strip() and set(line.strip()) <= {"_", " "}]
+    frame = lines[seps[-1] + 1 :] if seps else lines
+    while frame and not frame[0].startswith(("    ", ">")):
+        frame = frame[1:]
+    return "\n".join(frame[-max_lines:])
+
+
+def easy_problem_statement(pkg: Package, f2p: list[str], m: Mutation, xml: str) -> str | None:
+    """The easy tier's issue: the failing check and the frame its NameError was raised in (None when the
+    traceback does not end at the mutated line with a NameError, as when the function catches it)."""
+    frame = last_frame(first_failure(xml, f2p[0], traceback=True))
+    if not frame.endswith(f"{m.path}:{m.line}: NameError"):
+        return None
+    test = f2p[0].split("::")[-1]
+    return "\n".join([
+        f"{pkg.name}: `{test}` fails with a NameError in `{m.function}`", "",
+        f"Running the test suite, `{f2p[0]}` fails here:", "", "```", frame, "```", "",
+        "Please fix the library code so the check passes again.",
+    ])  # fmt: skip
+
+
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
 def make_task(
-    pkg: Package, n: int, m: Mutation, f2p: list[str], p2p: list[str], repo: Path, xml: str, sha256: str
+    pkg: Package,
+    n: int,
+    m: Mutation,
+    f2p: list[str],
+    p2p: list[str],
+    repo: Path,
+    xml: str,
+    sha256: str,
+    statement: str | None = None,
 ) -> SWETask:
     """The task of one kept mutation (diffs made with git in the host copy `repo` of the clean source)."""
     hidden = files_of_tests(f2p)
@@ -216,12 +254,12 @@ def make_task(
         test_patch = git(repo, "diff", "--no-color", "HEAD", "HEAD~1", "--", *hidden)
     finally:
         git(repo, "reset", "-q", "--hard", "HEAD~1")
-    instance_id = f"{pkg.slug}-bug{n}"
+    instance_id = f"{pkg.slug}-{'typo' if m.kind.startswith('typo') else 'bug'}{n}"
     task = SWETask(
         instance_id=instance_id,
         repo=pkg.repo,
         version=pkg.version,
-        problem_statement=problem_statement(pkg, f2p, repo, xml),
+        problem_statement=statement or problem_statement(pkg, f2p, repo, xml),
         patch=gold,
         test_patch=test_patch,
         FAIL_TO_PASS=f2p,
@@ -240,7 +278,9 @@ def make_task(
     return task.model_copy(update={"base_commit": base})
 
 
-async def tasks_of(pkg: Package, env_image: str, per_package: int, max_tries: int, work: Path) -> list[SWETask]:
+async def tasks_of(
+    pkg: Package, env_image: str, per_package: int, max_tries: int, work: Path, easy: bool = False
+) -> list[SWETask]:
     sdist = fetch_sdist(f"{pkg.name}=={pkg.version}")
     sha256 = hashlib.sha256(sdist.read_bytes()).hexdigest()
     clean = unpack_sdist(sdist, work / pkg.name)
@@ -255,7 +295,8 @@ async def tasks_of(pkg: Package, env_image: str, per_package: int, max_tries: in
         suite.timeout = max(30.0, 10 * (time.perf_counter() - started))
         passing = {t for t, o in baseline.items() if o == Outcome.PASSED}
         log(f"{pkg.name}: {len(passing)}/{len(baseline)} tests pass on the clean source")
-        candidates = [m for path in pkg.sources for m in mutations(path, (clean / path).read_text())]
+        inject = name_typos if easy else mutations
+        candidates = [m for path in pkg.sources for m in inject(path, (clean / path).read_text())]
         random.Random(pkg.name).shuffle(candidates)
         tasks: list[SWETask] = []
         used: set[str] = set()
@@ -270,13 +311,15 @@ async def tasks_of(pkg: Package, env_image: str, per_package: int, max_tries: in
             broken = sorted(t for t in passing if outcomes.get(t) != Outcome.PASSED)
             files = files_of_tests(broken)
             ok = outcomes and 1 <= len(broken) <= MAX_F2P and len(files) <= MAX_HIDDEN_FILES
+            statement = easy_problem_statement(pkg, broken, m, xml) if ok and easy else None
+            ok = ok and (statement is not None or not easy)
             log(f"{pkg.name}: {m.function} ({m.kind}, line {m.line}): {len(broken)} tests break -> "
                 f"{'kept' if ok else 'skipped'}")  # fmt: skip
             if not ok:
                 continue
             used.add(f"{m.path}:{m.function}")
             p2p = sorted(t for t in passing if t.split("::")[0] in files and outcomes.get(t) == Outcome.PASSED)
-            tasks.append(make_task(pkg, len(tasks) + 1, m, broken, p2p, clean, xml, sha256))
+            tasks.append(make_task(pkg, len(tasks) + 1, m, broken, p2p, clean, xml, sha256, statement))
         return tasks
     finally:
         await sandbox.close()
@@ -300,7 +343,8 @@ async def validate(task: SWETask) -> str | None:
 
 async def main_async(args: argparse.Namespace) -> int:
     chosen = [p for p in PACKAGES if not args.only or p.name in args.only.split(",")]
-    saved = cache_dir() / "candidates.jsonl"
+    easy = args.tier == "easy"
+    saved = cache_dir() / ("candidates-easy.jsonl" if easy else "candidates.jsonl")
     if args.revalidate:
         candidates = load_tasks(saved)
     else:
@@ -310,7 +354,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
             async def one(pkg: Package) -> list[SWETask]:
                 async with jobs:
-                    return await tasks_of(pkg, env_image, args.per_package, args.max_tries, Path(tmp))
+                    return await tasks_of(pkg, env_image, args.per_package, args.max_tries, Path(tmp), easy)
 
             candidates = [t for found in await asyncio.gather(*(one(p) for p in chosen)) for t in found]
         write_rows(candidates, saved)
@@ -326,11 +370,13 @@ async def main_async(args: argparse.Namespace) -> int:
 
     verdicts = await asyncio.gather(*(check(t) for t in candidates))
     valid = [t for t, ok in zip(candidates, verdicts, strict=True) if ok]
-    held_out = {}
-    for task in valid:
-        held_out.setdefault(task.repo, task.instance_id)
-    eval_ids = set(held_out.values())
-    out = HERE / "data"
+    held_out: dict[str, list[str]] = {}
+    for task in valid:  # the first tasks of each package (their functions differ from every training task's)
+        kept = held_out.setdefault(task.repo, [])
+        if len(kept) < (2 if easy else 1):
+            kept.append(task.instance_id)
+    eval_ids = {i for ids in held_out.values() for i in ids}
+    out = (HERE.parent / "swe_easy" if easy else HERE) / "data"
     out.mkdir(exist_ok=True)
     write_rows([t for t in valid if t.instance_id not in eval_ids], out / "train.jsonl")
     write_rows([t for t in valid if t.instance_id in eval_ids], out / "eval.jsonl")
@@ -345,6 +391,7 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated package names (default: all)")
     parser.add_argument("--jobs", type=int, default=4, help="packages screened at once")
     parser.add_argument("--revalidate", action="store_true", help="validate the last run's candidates again")
+    parser.add_argument("--tier", choices=["default", "easy"], default="default", help="easy: swe_easy's name typos")
     return asyncio.run(main_async(parser.parse_args()))
 
 

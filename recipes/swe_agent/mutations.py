@@ -8,11 +8,16 @@ gold patch (the reverse) is a one-line diff:
 * arithmetic: `+` ↔ `-`
 * off-by-one: a small integer operand or slice bound `n` → `n + 1`
 * a dropped `not`
+
+`name_typos` makes the easy tier's bugs instead: a parameter's name mistyped with its last letter doubled
+(`seq` -> `seqq`) where the function reads it, so the call raises a NameError whose traceback points at the line.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+import re
 from dataclasses import dataclass
 
 COMPARE_SWAPS = {
@@ -141,3 +146,27 @@ def _is_numeric(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return type(node.value) is int
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+
+
+def name_typos(path: str, source: str) -> list[Mutation]:
+    """For each function, every read of one of its parameters (3+ letters) mistyped with the last letter doubled.
+
+    A typo is skipped when the mistyped name occurs anywhere in the file or is a builtin: then it might not raise.
+    """
+    tree = ast.parse(source)
+    off = _Offsets(source)
+    words = set(re.findall(r"\w+", source)) | set(dir(builtins))
+    found: dict[tuple[int, str], Mutation] = {}
+    for name, func in _functions(tree):
+        params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)} - {"self", "cls"}
+        for node in ast.walk(func):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in params):
+                continue
+            typo = node.id + node.id[-1]
+            if len(node.id) < 3 or typo in words or node.lineno <= func.lineno:
+                continue
+            a = off.index(node.lineno, node.col_offset)
+            mutated = source[:a] + typo + source[a + len(node.id) :]
+            kind = f"typo {node.id} -> {typo}"
+            found.setdefault((node.lineno, name), Mutation(path, name, node.lineno, kind, mutated))
+    return sorted(found.values(), key=lambda m: (m.line, m.kind))

@@ -161,3 +161,14 @@ def test_cancelled_while_starting_still_removes_the_container(tokenizer, monkeyp
 def test_loop_options_are_validated():
     with pytest.raises(UserError, match="agent.kwargs.on_no_tool_call"):
         swe_loop.SWEAgentLoop(AgentConfig(name="swe_agent", kwargs={"on_no_tool_call": "ignore"}))
+
+
+def test_worked_examples_come_before_the_issue_as_earlier_turns(tokenizer, sandboxes):
+    example = {"issue": "sub() raises NameError", "reply": call("submit", answer="fixed sub")}
+    (traj,) = run(tokenizer, [call("submit")], kwargs={"examples": [example]})
+    roles = [m.role for m in traj.messages]
+    assert roles[roles.index("user") :][:4] == ["user", "assistant", "user", "assistant"]
+    first, shown, task = [m for m in traj.messages if m.role in ("user", "assistant")][:3]
+    assert "sub() raises NameError" in first.content and shown.content == example["reply"]
+    assert "add() returns the wrong sum" in task.content and traj.num_turns == 1
+    assert check_drift(tokenizer, traj).ok

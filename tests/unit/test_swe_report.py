@@ -26,6 +26,8 @@ def test_junit_report_gives_swebench_test_ids_and_worst_outcomes():
         "test_top.py::test_sub": Outcome.FAILED,  # a failing subtest fails its test
     }
     assert first_failure(REPORT, "tests/test_x.py::test_fail") == "AssertionError: assert 1 == 2"
+    assert first_failure(REPORT, "tests/test_x.py::test_fail", traceback=True) == "long traceback"
+    assert first_failure(REPORT, "test_top.py::test_sub", traceback=True) == ""
 
 
 def test_node_id_without_file_attribute_and_bad_reports():
