@@ -58,7 +58,7 @@ HERE = Path(__file__).resolve().parent
 TEST_REQUIREMENTS = ["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.3", "pygments==2.21.0"]
 MAX_F2P = 30
 MAX_HIDDEN_FILES = 2
-EASY_FRAME_LINES = 24
+EASY_FRAME_LINES = 12  # the end of the function: with its docstring, the model loses the line
 
 
 @dataclass
@@ -214,17 +214,17 @@ def last_frame(traceback: str, max_lines: int = EASY_FRAME_LINES) -> str:
 
 
 def easy_problem_statement(pkg: Package, f2p: list[str], m: Mutation, xml: str) -> str | None:
-    """The easy tier's issue: the failing check and the frame its NameError was raised in (None when the
-    traceback does not end at the mutated line with a NameError, as when the function catches it)."""
+    """The easy tier's issue: the frame the failing check's NameError was raised in (None when the traceback does
+    not end at the mutated line with a NameError, as when the function catches it). It names no test file, whose
+    path a small model would copy instead of the footer's."""
     frame = last_frame(first_failure(xml, f2p[0], traceback=True))
     if not frame.endswith(f"{m.path}:{m.line}: NameError"):
         return None
-    test = f2p[0].split("::")[-1]
-    return "\n".join([
-        f"{pkg.name}: `{test}` fails with a NameError in `{m.function}`", "",
-        f"Running the test suite, `{f2p[0]}` fails here:", "", "```", frame, "```", "",
-        "Please fix the library code so the check passes again.",
-    ])  # fmt: skip
+    return easy_statement(m.function, frame)
+
+
+def easy_statement(function: str, frame: str) -> str:
+    return f"A check of the test suite fails in `{function}`:\n\n```\n{frame}\n```\n\nFix it with one edit_line call."
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -12,7 +12,9 @@ import pytest
 
 from agentrl.trainer.host_memory import release_freed_memory
 
-SWE_TASKS = Path(__file__).resolve().parents[2] / "recipes" / "swe_agent" / "data" / "train.jsonl"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+SWE_TASKS = RECIPES / "swe_agent" / "data" / "train.jsonl"
+SWE_EASY_TASKS = RECIPES / "swe_easy" / "data" / "train.jsonl"
 
 
 @pytest.fixture(autouse=True)
@@ -121,11 +123,21 @@ def on_folder_weights(server, model_path: str):
 @pytest.fixture(scope="session")
 def task(docker_client, sandbox_base_image):
     """A bundled task whose image setup built (the smallest test run first)."""
+    return _smallest_built_task(docker_client, SWE_TASKS)
+
+
+@pytest.fixture(scope="session")
+def easy_task(docker_client, sandbox_base_image):
+    """A swe_easy training task whose image setup built (the smallest test run first)."""
+    return _smallest_built_task(docker_client, SWE_EASY_TASKS)
+
+
+def _smallest_built_task(docker_client, path: Path):
     import docker
 
     from agentrl.swe.task import load_tasks
 
-    tasks = sorted(load_tasks(SWE_TASKS), key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS))
+    tasks = sorted(load_tasks(path), key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS))
     for t in tasks:
         try:
             docker_client.images.get(t.image)
