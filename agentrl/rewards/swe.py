@@ -8,6 +8,7 @@ reward:
   components:
     - {name: resolved, type: swe_tests, weight: 1.0}                      # 1 when every test passes, else 0
     - {name: f2p, type: swe_tests, metric: f2p_fraction, weight: 0.2}     # partial credit, same grading reused
+    - {name: applied, type: swe_tests, metric: applied, weight: 0.1}      # shaping: the agent changed something
 ```
 
 The patch is `trajectory.metadata["model_patch"]` (set by the `swe_agent` loop; missing means empty) and the task
@@ -23,7 +24,8 @@ from agentrl.rewards.aio import LoopSemaphore
 from agentrl.rewards.base import RewardComponent, RewardInput, RewardResult
 from agentrl.swe.grading import GRADES
 
-Metric = Literal["resolved", "f2p_fraction"]
+Metric = Literal["resolved", "f2p_fraction", "applied"]
+METRICS = ("resolved", "f2p_fraction", "applied")
 
 
 class SWETestsReward(RewardComponent):
@@ -31,7 +33,8 @@ class SWETestsReward(RewardComponent):
 
     Args:
         metric: `resolved` (1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passes, else 0.0) or
-            `f2p_fraction` (the share of FAIL_TO_PASS tests passing, 0.0 when a PASS_TO_PASS test breaks).
+            `f2p_fraction` (the share of FAIL_TO_PASS tests passing, 0.0 when a PASS_TO_PASS test breaks) or
+            `applied` (1.0 when the patch is not empty and applies: shaping for a model that has yet to fix anything).
         test_timeout_s: limit of the test run (a timeout scores 0); `timeout_s` is the pipeline's own limit.
         skip_empty: score an empty patch 0 without starting a container (the bundled tasks are validated to fail
             on the base commit; SWE-bench's by construction).
@@ -52,8 +55,8 @@ class SWETestsReward(RewardComponent):
     ) -> None:
         from agentrl.config.schema import SandboxConfig
 
-        if metric not in ("resolved", "f2p_fraction"):
-            raise ValueError(f"metric must be 'resolved' or 'f2p_fraction', not {metric!r}")
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
         self.metric = metric
         self.test_timeout_s = test_timeout_s
         self.skip_empty = skip_empty
@@ -72,5 +75,7 @@ class SWETestsReward(RewardComponent):
         details: dict[str, Any] = result.details()
         if self.metric == "resolved":
             return RewardResult(float(result.resolved), details)
+        if self.metric == "applied":
+            return RewardResult(float(bool(patch.strip()) and result.patch_applied), details)
         score = result.f2p_fraction if result.p2p_fraction == 1.0 and result.patch_applied else 0.0
         return RewardResult(score, details)

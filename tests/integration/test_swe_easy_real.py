@@ -36,7 +36,7 @@ def gold_call(task: SWETask) -> str:
 
 
 async def test_the_gold_edit_resolves_a_typo_after_a_refused_call(easy_task, default_tokenizer, tmp_path, no_leftovers):
-    cfg = load_config(overrides=["recipe=swe_easy", f"output_dir={tmp_path}", "rollout.n=1"])
+    cfg = load_config(overrides=["recipe=swe_easy", f"output_dir={tmp_path}", "rollout.n=1", "agent.max_turns=2"])
     bug = easy_task.image_build["bug"]
     wrong = edit_line(bug["file"], bug["line"], "no such text", "x")
     async with rollout_session(cfg, ScriptedPolicy(default_tokenizer, [wrong, gold_call(easy_task)]),
@@ -47,9 +47,10 @@ async def test_the_gold_edit_resolves_a_typo_after_a_refused_call(easy_task, def
     assert "is not on line" in refused.content  # the model sees the line's text and tries again
     assert "colorsys.py:111" in traj.messages[1].content  # the worked examples come first
     assert patch_files(traj.metadata["model_patch"]) == [bug["file"]]
+    cfg.reward.components.append({"name": "applied", "type": "swe_tests", "metric": "applied", "weight": 0.1})
     reward = await RewardPipeline(cfg.reward).ascore(traj, easy_task.to_sample())
-    assert traj.reward_components == {"resolved": 1.0, "applied": 0.0}  # resolved; one call was refused
-    assert reward == pytest.approx(1.0)
+    assert traj.reward_components == {"resolved": 1.0, "applied": 1.0}
+    assert reward == pytest.approx(1.1)
 
 
 def test_one_training_step_grades_every_sampled_patch(hf_server_url, tmp_path, no_leftovers):

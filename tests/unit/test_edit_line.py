@@ -57,3 +57,17 @@ async def test_the_tool_edits_the_sandbox_file_and_may_end_the_episode() -> None
         assert done.metadata["submitted"] is True
     finally:
         await sandbox.close()
+
+
+async def test_a_module_named_as_a_file_is_its_package_init() -> None:
+    sandbox = LocalSandbox()
+    await sandbox.write_file(sandbox.resolve("pkg/__init__.py"), TEXT)
+    tools = ToolSet([EditLineTool()], trajectory_id="t", sandbox=sandbox)
+    try:
+        result = await tools.execute(call(path="pkg.py", line=2, old="seqq", new="seq"))
+        assert not result.is_error and "pkg/__init__.py" in result.content
+        assert (await sandbox.read_file(sandbox.resolve("pkg/__init__.py"))).decode() == TEXT.replace("seqq", "seq")
+        missing = await tools.execute(call(path="other.py", line=2, old="seqq", new="seq"))
+        assert missing.is_error and "other.py does not exist" in missing.content
+    finally:
+        await sandbox.close()

@@ -91,3 +91,24 @@ def test_reward_components(monkeypatch, f2p, p2p, resolved, f2p_score):
     assert reward == pytest.approx(float(resolved) + 0.5 * f2p_score)
     assert traj.reward_details["resolved"]["resolved"] is resolved
     grading.GRADES.clear()
+
+
+@pytest.mark.parametrize(
+    ("patch", "applies", "score"),
+    [("the patch", True, 1.0), ("the patch", False, 0.0), ("", True, 0.0)],  # an empty patch changed nothing
+)
+def test_applied_scores_a_patch_that_changed_something_and_applies(monkeypatch, patch, applies, score):
+    async def fake_grade(task, patch, **kwargs):
+        return GradeResult("o__r-1", False, applies, {"a": "failed"}, {})
+
+    monkeypatch.setattr(grading, "grade_patch", fake_grade)
+    grading.GRADES.clear()
+    pipeline = RewardPipeline(RewardConfig(components=[{"name": "applied", "type": "swe_tests", "metric": "applied"}]))
+    traj = Trajectory(metadata={"model_patch": patch})
+    assert pipeline.score(traj, TASK.to_sample()) == score
+    grading.GRADES.clear()
+
+
+def test_an_unknown_metric_names_the_known_ones():
+    with pytest.raises(Exception, match="resolved, f2p_fraction, applied"):
+        RewardPipeline(RewardConfig(components=[{"name": "x", "type": "swe_tests", "metric": "passed"}]))

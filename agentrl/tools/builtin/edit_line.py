@@ -2,7 +2,8 @@
 
 Made for small models fixing one-token bugs that a traceback points at: the model names the file and the line
 (both printed by the failing test) and the text to change on it, instead of rewriting the whole line. The text
-operation is the plain function `edit_line_text`; `EditLineTool` reads and writes through `ctx.sandbox`.
+operation is the plain function `edit_line_text`; `EditLineTool` reads and writes through `ctx.sandbox`. A module
+named as `pkg.py` where only the package `pkg/__init__.py` exists is that package's file, as Python imports it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,25 @@ def edit_line_text(text: str, line: int, old: str, new: str) -> str:
     return "\n".join(lines)
 
 
+async def read_module(sandbox: Any, full: str) -> tuple[str, str]:
+    """The file `full` and its text; a missing `pkg.py` is read as `pkg/__init__.py` where that exists.
+
+    Raises:
+        EditorError: neither exists.
+    """
+    try:
+        return full, await read_sandbox_text(sandbox, full)
+    except EditorError:
+        if not full.endswith(".py"):
+            raise
+        package = full.removesuffix(".py") + "/__init__.py"
+        try:
+            return package, await read_sandbox_text(sandbox, package)
+        except EditorError:
+            pass
+        raise
+
+
 class EditLineOptions(BaseModel):
     """`config:` of the `edit_line` tool."""
 
@@ -51,7 +71,7 @@ class EditLineTool(Tool):
     name = "edit_line"
     description = (
         "Replace the text `old` by `new` on line `line` (1-based) of the file `path`. `old` must occur exactly once "
-        "on that line. Paths are relative to your working folder or absolute."
+        "on that line. Paths are relative to your working folder or absolute; `pkg.py` also finds `pkg/__init__.py`."
     )
     parameters = {
         "type": "object",
@@ -68,10 +88,10 @@ class EditLineTool(Tool):
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         sandbox = require_sandbox(ctx, self.name)
-        full = sandbox.resolve(arguments["path"])
+        full, text = await read_module(sandbox, sandbox.resolve(arguments["path"]))
         line = arguments["line"]
         old, new = str(arguments["old"]), str(arguments["new"])
-        text = edit_line_text(await read_sandbox_text(sandbox, full), line, old, new)
+        text = edit_line_text(text, line, old, new)
         await sandbox.write_file(full, text)
         content = f"Line {line} of {full} is now:\n{snippet(text, line, 1)}"
         return ToolResult(call_id="", name="", content=content, metadata={"submitted": self.cfg.ends_episode})
