@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
-from agentrl.tools.builtin.editor import EditorError, read_sandbox_text, snippet
+from agentrl.tools.builtin.common import LineEditOptions, line_edit_result, require_sandbox
+from agentrl.tools.builtin.editor import EditorError, read_sandbox_text
 
 
 def edit_line_text(text: str, line: int, old: str, new: str) -> str:
@@ -58,13 +56,6 @@ async def read_module(sandbox: Any, full: str) -> tuple[str, str]:
         raise
 
 
-class EditLineOptions(BaseModel):
-    """`config:` of the `edit_line` tool."""
-
-    model_config = ConfigDict(extra="forbid")
-    ends_episode: bool = Field(False, description="the edit is the agent's submission: the episode ends after it")
-
-
 class EditLineTool(Tool):
     """Replace the text `old` by `new` on one line of a file in the sandbox."""
 
@@ -83,8 +74,8 @@ class EditLineTool(Tool):
         },
         "required": ["path", "line", "old", "new"],
     }
-    config_model = EditLineOptions
-    cfg: EditLineOptions
+    config_model = LineEditOptions
+    cfg: LineEditOptions
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         sandbox = require_sandbox(ctx, self.name)
@@ -93,5 +84,4 @@ class EditLineTool(Tool):
         old, new = str(arguments["old"]), str(arguments["new"])
         text = edit_line_text(text, line, old, new)
         await sandbox.write_file(full, text)
-        content = f"Line {line} of {full} is now:\n{snippet(text, line, 1)}"
-        return ToolResult(call_id="", name="", content=content, metadata={"submitted": self.cfg.ends_episode})
+        return line_edit_result(full, text, line, self.cfg)

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
-from agentrl.tools.builtin.editor import EditorError, read_sandbox_text, snippet
+from agentrl.tools.builtin.common import LineEditOptions, line_edit_result, require_sandbox
+from agentrl.tools.builtin.editor import EditorError, read_sandbox_text
 
 
 def replace_line_text(text: str, line: int, new: str) -> str:
@@ -33,13 +31,6 @@ def replace_line_text(text: str, line: int, new: str) -> str:
     return "\n".join(lines)
 
 
-class ReplaceLineOptions(BaseModel):
-    """`config:` of the `replace_line` tool."""
-
-    model_config = ConfigDict(extra="forbid")
-    ends_episode: bool = Field(False, description="the edit is the agent's submission: the episode ends after it")
-
-
 class ReplaceLineTool(Tool):
     """Replace one line of a file in the sandbox (its indentation is kept)."""
 
@@ -57,13 +48,12 @@ class ReplaceLineTool(Tool):
         },
         "required": ["path", "line", "text"],
     }
-    config_model = ReplaceLineOptions
-    cfg: ReplaceLineOptions
+    config_model = LineEditOptions
+    cfg: LineEditOptions
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         sandbox = require_sandbox(ctx, self.name)
         full = sandbox.resolve(arguments["path"])
         text = replace_line_text(await read_sandbox_text(sandbox, full), arguments["line"], str(arguments["text"]))
         await sandbox.write_file(full, text)
-        content = f"Line {arguments['line']} of {full} is now:\n{snippet(text, arguments['line'], 1)}"
-        return ToolResult(call_id="", name="", content=content, metadata={"submitted": self.cfg.ends_episode})
+        return line_edit_result(full, text, arguments["line"], self.cfg)
