@@ -1,11 +1,8 @@
-"""What the sandboxed built-in tools share: finding the sandbox, rendering a command's result, and the options of
-the one-line edit tools."""
+"""What the sandboxed built-in tools share: finding the sandbox, and rendering a command's result."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.errors import UserError
 from agentrl.tools.base import ToolContext, ToolResult
@@ -13,21 +10,6 @@ from agentrl.tools.base import ToolContext, ToolResult
 
 class NoSandboxError(UserError):
     """A sandboxed tool was called in a trajectory that has no sandbox."""
-
-
-class LineEditOptions(BaseModel):
-    """`config:` of the one-line edit tools (`replace_line`, `edit_line`)."""
-
-    model_config = ConfigDict(extra="forbid")
-    ends_episode: bool = Field(False, description="the edit is the agent's submission: the episode ends after it")
-
-
-def line_edit_result(full: str, text: str, line: int, options: LineEditOptions) -> ToolResult:
-    """What a one-line edit tool answers: the edited line as it is now, and whether the edit is the submission."""
-    from agentrl.tools.builtin.editor import snippet
-
-    content = f"Line {line} of {full} is now:\n{snippet(text, line, 1)}"
-    return ToolResult(call_id="", name="", content=content, metadata={"submitted": options.ends_episode})
 
 
 def require_sandbox(ctx: ToolContext, tool: str) -> Any:

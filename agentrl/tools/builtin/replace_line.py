@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import LineEditOptions, line_edit_result, require_sandbox
+from agentrl.tools.builtin.common import require_sandbox
 from agentrl.tools.builtin.editor import EditorError, read_sandbox_text
+from agentrl.tools.builtin.line_edit import LineEditOptions, line_edit_result
 
 
 def replace_line_text(text: str, line: int, new: str) -> str:
