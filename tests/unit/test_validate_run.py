@@ -50,7 +50,7 @@ def test_loop_options_are_checked_against_the_loop_options_model() -> None:
     joined = "\n".join(problems)
     assert "agent.kwargs.time_budget: Extra inputs are not permitted" in joined
     assert "agent.kwargs.on_no_tool_call: Input should be 'remind' or 'stop'" in joined
-    assert "options of SWEAgentLoop: prompt, time_budget_s" in joined
+    assert "options of SWEAgentLoop: prompt, examples, time_budget_s" in joined
     assert "agent.name=swe_agent calls tools, but `tools:` is empty" in joined
     # a loop without options takes none
     assert run_problems(config(agent={"kwargs": {"oops": 1}})) == [
