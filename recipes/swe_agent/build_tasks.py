@@ -18,8 +18,8 @@ written to data/train.jsonl and data/eval.jsonl (one task per package held out).
 
 `--tier easy` builds the `swe_easy` recipe's tasks instead (`recipes/swe_easy/data`): the bug is a parameter's
 name mistyped where the function reads it (`mutations.name_typos`), kept only when the failing test's traceback
-ends at that line with a NameError; the problem statement shows that last frame of the traceback (the function's
-source up to the line, pytest's `>` marker and the error). Two tasks per package are held out.
+ends at that line with a NameError; the problem statement is the last 12 lines of that frame of the traceback (the
+code up to the line, pytest's `>` marker, the error and `path:line`). Two tasks per package are held out.
 """
 
 from __future__ import annotations
