@@ -2,18 +2,15 @@
 
 Made for small models fixing one-token bugs that a traceback points at: the model names the file and the line
 (both printed by the failing test) and the text to change on it, instead of rewriting the whole line. The text
-operation is the plain function `edit_line_text`; `EditLineTool` reads and writes through `ctx.sandbox`. A module
-named as `pkg.py` where only the package `pkg/__init__.py` exists is that package's file, as Python imports it.
+operation is the plain function `edit_line_text`; reading and writing the file are `LineEditTool`'s (`line_edit.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
-from agentrl.tools.builtin.editor import EditorError, read_sandbox_text
-from agentrl.tools.builtin.line_edit import LineEditOptions, line_edit_result
+from agentrl.tools.builtin.editor import EditorError
+from agentrl.tools.builtin.line_edit import PATH_AND_LINE, LineEditTool
 
 
 def edit_line_text(text: str, line: int, old: str, new: str) -> str:
@@ -38,26 +35,7 @@ def edit_line_text(text: str, line: int, old: str, new: str) -> str:
     return "\n".join(lines)
 
 
-async def read_module(sandbox: Any, full: str) -> tuple[str, str]:
-    """The file `full` and its text; a missing `pkg.py` is read as `pkg/__init__.py` where that exists.
-
-    Raises:
-        EditorError: neither exists.
-    """
-    try:
-        return full, await read_sandbox_text(sandbox, full)
-    except EditorError:
-        if not full.endswith(".py"):
-            raise
-        package = full.removesuffix(".py") + "/__init__.py"
-        try:
-            return package, await read_sandbox_text(sandbox, package)
-        except EditorError:
-            pass
-        raise
-
-
-class EditLineTool(Tool):
+class EditLineTool(LineEditTool):
     """Replace the text `old` by `new` on one line of a file in the sandbox."""
 
     name = "edit_line"
@@ -68,21 +46,12 @@ class EditLineTool(Tool):
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "the file"},
-            "line": {"type": "integer", "description": "the line number, 1-based"},
+            **PATH_AND_LINE,
             "old": {"type": "string", "description": "the text to replace, as it is on the line"},
             "new": {"type": "string", "description": "the text to put in its place"},
         },
         "required": ["path", "line", "old", "new"],
     }
-    config_model = LineEditOptions
-    cfg: LineEditOptions
 
-    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        sandbox = require_sandbox(ctx, self.name)
-        full, text = await read_module(sandbox, sandbox.resolve(arguments["path"]))
-        line = arguments["line"]
-        old, new = str(arguments["old"]), str(arguments["new"])
-        text = edit_line_text(text, line, old, new)
-        await sandbox.write_file(full, text)
-        return line_edit_result(full, text, line, self.cfg)
+    def edit(self, text: str, arguments: dict[str, Any]) -> str:
+        return edit_line_text(text, arguments["line"], str(arguments["old"]), str(arguments["new"]))

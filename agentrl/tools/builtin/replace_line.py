@@ -2,17 +2,15 @@
 
 Made for small models fixing one-line bugs: the model names the file, the line number and the line's new content;
 the indentation stays the line's own, so a reply cannot break the file's block structure by a space. The text
-operation is the plain function `replace_line_text`; `ReplaceLineTool` reads and writes through `ctx.sandbox`.
+operation is the plain function `replace_line_text`; reading and writing the file are `LineEditTool`'s (`line_edit.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
-from agentrl.tools.builtin.editor import EditorError, read_sandbox_text
-from agentrl.tools.builtin.line_edit import LineEditOptions, line_edit_result
+from agentrl.tools.builtin.editor import EditorError
+from agentrl.tools.builtin.line_edit import PATH_AND_LINE, LineEditTool
 
 
 def replace_line_text(text: str, line: int, new: str) -> str:
@@ -32,7 +30,7 @@ def replace_line_text(text: str, line: int, new: str) -> str:
     return "\n".join(lines)
 
 
-class ReplaceLineTool(Tool):
+class ReplaceLineTool(LineEditTool):
     """Replace one line of a file in the sandbox (its indentation is kept)."""
 
     name = "replace_line"
@@ -43,18 +41,11 @@ class ReplaceLineTool(Tool):
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "the file"},
-            "line": {"type": "integer", "description": "the line number, 1-based"},
+            **PATH_AND_LINE,
             "text": {"type": "string", "description": "the new content of the line"},
         },
         "required": ["path", "line", "text"],
     }
-    config_model = LineEditOptions
-    cfg: LineEditOptions
 
-    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        sandbox = require_sandbox(ctx, self.name)
-        full = sandbox.resolve(arguments["path"])
-        text = replace_line_text(await read_sandbox_text(sandbox, full), arguments["line"], str(arguments["text"]))
-        await sandbox.write_file(full, text)
-        return line_edit_result(full, text, arguments["line"], self.cfg)
+    def edit(self, text: str, arguments: dict[str, Any]) -> str:
+        return replace_line_text(text, arguments["line"], str(arguments["text"]))
