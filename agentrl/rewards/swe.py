@@ -18,14 +18,14 @@ components over one trajectory cost one container run. Details: resolved, F2P/P2
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from agentrl.rewards.aio import LoopSemaphore
 from agentrl.rewards.base import RewardComponent, RewardInput, RewardResult
 from agentrl.swe.grading import GRADES
 
 Metric = Literal["resolved", "f2p_fraction", "applied"]
-METRICS = ("resolved", "f2p_fraction", "applied")
+METRICS: tuple[str, ...] = get_args(Metric)
 
 
 class SWETestsReward(RewardComponent):
