@@ -6,7 +6,8 @@ context's exact tokens so far (`AgentContext.fork`) and the loop's state (`Stepp
 environment, sandbox, tools). Every child samples with a seed of its own (derived from its parent's and its place
 in the tree) when the parent's was seeded. The leaves are the trajectories; each carries `metadata["tree"]`: the
 tree's id, its `path` (the child index taken at each branch point) and the `branch_turns` it went through, from
-which `tree_nodes` rebuilds the tree for credit (`trainer.tree_advantages`). A child that fails becomes a failed
+which `tree_nodes` rebuilds the tree for credit (`trainer.tree_advantages`), and the whole tree's cost: `tokens`
+generated and `tool_calls` made, each node counted once. A child that fails becomes a failed
 leaf; it never takes its siblings down.
 """
 
@@ -59,7 +60,10 @@ async def run_tree(loop: AgentLoopBase, sample: Sample, ctx: AgentContext, shape
         _record_stop(ctx.trajectory, exc)
         _mark(ctx.trajectory, tree.id, (), ())
         return [ctx.trajectory]
-    return await tree.grow(ctx, state, (), ())
+    leaves = await tree.grow(ctx, state, (), ())
+    for leaf in leaves:  # the whole tree's cost, each node counted once (the leaves each hold their own path)
+        leaf.metadata["tree"] |= {"tokens": tree.budget.tokens, "tool_calls": tree.budget.tool_calls}
+    return leaves
 
 
 @dataclass
@@ -81,8 +85,10 @@ class _Tree:
                 if not self.budget.spent and self.shape.branches_after_next_turn(ctx.trajectory, taken):
                     await self._prepare(ctx, state)
                 before = usage(ctx.trajectory)
-                done = await self.loop.step(ctx, state)
-                self.budget.add(before, ctx.trajectory)
+                try:
+                    done = await self.loop.step(ctx, state)
+                finally:  # a turn that ended the episode by raising (StopLoop) was generated all the same
+                    self.budget.add(before, ctx.trajectory)
                 if done:
                     return await self.leaf(ctx, state, path, taken)
         except Exception as exc:  # StopLoop: a budget ended it; anything else: this leaf failed, not its siblings

@@ -23,6 +23,7 @@ def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[st
         "rollout/reward_std": statistics.pstdev(rewards),
         "rollout/response_tokens_mean": statistics.fmean(lengths),
         "rollout/response_tokens_max": float(max(lengths)),
+        "rollout/generated_tokens": float(generated_tokens(trajectories)),
         "rollout/turns_mean": statistics.fmean(t.num_turns for t in trajectories),
         "rollout/errors": float(sum(t.error is not None for t in trajectories)),
         **failure_metrics(trajectories, "rollout"),
@@ -36,6 +37,21 @@ def rollout_metrics(trajectories: list[Trajectory], rollout_s: float) -> dict[st
     for reason, count in Counter(str(t.stop_reason) for t in trajectories).items():
         out[f"rollout/stop_reason/{reason}"] = count / len(trajectories)
     return out
+
+
+def generated_tokens(trajectories: list[Trajectory]) -> int:
+    """The tokens the trajectories cost to generate: a tree rollout's shared prefix counted once (its leaves each
+    repeat it; `metadata["tree"]["tokens"]` is the whole tree's), what a flat trajectory generated otherwise. The
+    figure to hold equal when tree and flat rollouts are compared at equal cost."""
+    trees: dict[str, int] = {}
+    flat = 0
+    for traj in trajectories:
+        tree = traj.metadata.get("tree") or {}
+        if "tokens" in tree:
+            trees[tree["id"]] = tree["tokens"]
+        else:
+            flat += traj.num_generated_tokens_in_all_steps()
+    return flat + sum(trees.values())
 
 
 def failure_metrics(trajectories: list[Trajectory], prefix: str) -> dict[str, float]:

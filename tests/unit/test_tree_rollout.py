@@ -26,6 +26,7 @@ from agentrl.tools.builtin.shell import BashTool
 from agentrl.tools.toolset import ToolSet
 from agentrl.trainer.advantages import row_advantages
 from agentrl.trainer.batch import response_length
+from agentrl.trainer.metrics import rollout_metrics
 from agentrl.trainer.tree_advantages import tree_grpo_advantages, tree_nodes
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -115,6 +116,20 @@ def test_a_tree_forks_at_its_branch_turns_and_its_leaves_share_the_prefix_exactl
     assert {child_seed(11, 0) + 1, child_seed(11, 1) + 1} <= set(policy.seeds)  # each child's own seed (+ turn)
 
 
+@pytest.mark.parametrize("max_steps", [12, 2])  # 2: every leaf ends on a turn that raises StopLoop (truncation)
+def test_a_trees_cost_counts_its_shared_prefix_once(tokenizer, max_steps) -> None:
+    env = EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": True}, max_steps=max_steps)
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    leaves = asyncio.run(run_tree(GymAgentLoop(AGENT, env=env), ctx.sample, ctx, TreeShape(branch_turns=(1,), width=2)))
+    assert len(leaves) == 2 and all(leaf.num_turns == len(_turns(leaf)) for leaf in leaves)
+    root = len(_turn_tokens(leaves[0], 1))
+    cost = root + sum(leaf.num_generated_tokens_in_all_steps() - root for leaf in leaves)
+    assert {leaf.metadata["tree"]["tokens"] for leaf in leaves} == {cost}
+    flat = Trajectory(group_id="h", segments=leaves[0].segments)
+    metric = rollout_metrics([*leaves, flat], 1.0)["rollout/generated_tokens"]
+    assert metric == cost + flat.num_generated_tokens_in_all_steps()
+
+
 def test_an_episode_that_ends_before_a_branch_point_is_one_leaf(tokenizer) -> None:
     ctx = context(tokenizer, SeededPolicy(tokenizer))
     leaves = asyncio.run(run_tree(loop(), ctx.sample, ctx, TreeShape(branch_turns=(50,), width=3)))
@@ -182,8 +197,11 @@ def test_loops_that_cannot_fork_and_bad_shapes_are_refused() -> None:
 
 def _turn_tokens(traj: Trajectory, turn: int) -> list[int]:
     """The tokens of the `turn`-th generated segment (1-based) of `traj`."""
-    generated = [s for step in traj.step_samples() for s in step.segments if s.trainable]
-    return generated[turn - 1].token_ids
+    return _turns(traj)[turn - 1].token_ids
+
+
+def _turns(traj: Trajectory) -> list:
+    return [s for step in traj.step_samples() for s in step.segments if s.trainable]
 
 
 class ShellPolicy:
