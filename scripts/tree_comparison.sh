@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 45's learning comparison on the gym recipe: tree rollouts with tree_grpo against flat GRPO and flat GiGPO
-# at equal cost per step (16 prompts; flat: 4 episodes each; tree: 2 trees each, forked once after the first turn
-# into 2 leaves, so 4 leaves per prompt and no more generated tokens than flat). Runs one at a time (2 cores).
+# at no more cost per step (16 prompts; flat: 4 episodes each; tree: one tree each, forked into 2 before the first
+# turn and each child into 2 after it, so 4 leaves per prompt that share first turns pairwise: for the same policy
+# no more generated tokens than flat; `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
+# The seed is `rollout.seed` alone, as in docs/recipes/gym.md's flat runs.
 # Usage: ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED... ; each run
 # writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to all three; EXTRA: overrides given to every arm).
 set -euo pipefail
@@ -14,10 +16,10 @@ for seed in "$@"; do
     case $arm in
       gigpo) args=() ;;
       grpo) args=(trainer.advantage=grpo) ;;
-      tree) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=2
+      tree) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2
                   trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;  # GiGPO's, not tree_grpo's
     esac
-    .venv/bin/agentrl train recipe=gym rollout.seed="$seed" seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
+    .venv/bin/agentrl train recipe=gym rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"
   done
 done
