@@ -27,8 +27,9 @@ class DatasetError(UserError):
     """A dataset file or row is unusable; the message names the file, row and field."""
 
 
-def load_samples(path: str | Path) -> list[Sample]:
-    """Load every row of a `.jsonl`/`.json` or `.parquet` file as a `Sample`.
+def load_samples(path: str | Path, harbor_reader: str = "auto") -> list[Sample]:
+    """Load every row of a `.jsonl`/`.json` or `.parquet` file as a `Sample` (Harbor tasks read as
+    `harbor_reader` says: `data.harbor_reader`).
 
     Raises:
         DatasetError: the file is missing, of an unknown format, or a row is invalid (file, row, field named).
@@ -36,20 +37,23 @@ def load_samples(path: str | Path) -> list[Sample]:
     path = Path(path)
     if _is_harbor(path):
         from agentrl.harbor.dataset import task_samples
+        from agentrl.harbor.package import resolve_reader
 
-        return task_samples(path)
+        return task_samples(path, resolve_reader(harbor_reader))
     if not path.is_file():
         raise DatasetError(f"dataset file {path} does not exist; check data.train_files / data.eval_files")
     return [_to_sample(row, path, i) for i, row in enumerate(_read_rows(path))]
 
 
-def first_row_problem(path: str | Path, loop_problem: Callable[[str], str | None] | None = None) -> str | None:
+def first_row_problem(
+    path: str | Path, loop_problem: Callable[[str], str | None] | None = None, harbor_reader: str = "auto"
+) -> str | None:
     """What is wrong with a dataset file, judged from its first row (None if nothing): missing, unreadable, empty,
     a first row that is not a valid sample, or (with `loop_problem`, which says what is wrong with a loop name) one
     naming an unknown agent loop."""
     path = Path(path)
     if _is_harbor(path):
-        return _harbor_problem(path)
+        return _harbor_problem(path, harbor_reader)
     if not path.is_file():
         return f"dataset file {path} does not exist; check the path (relative paths are looked up in the recipe folder)"
     try:
@@ -66,9 +70,9 @@ def first_row_problem(path: str | Path, loop_problem: Callable[[str], str | None
     return None
 
 
-def load_datasets(paths: list[str]) -> list[Sample]:
+def load_datasets(paths: list[str], harbor_reader: str = "auto") -> list[Sample]:
     """Concatenate the samples of several files, in order."""
-    return [s for p in paths for s in load_samples(p)]
+    return [s for p in paths for s in load_samples(p, harbor_reader)]
 
 
 def run_samples(cfg: Any, split: str) -> list[Sample]:
@@ -106,7 +110,7 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
             "data.train_files is empty: training needs data (JSONL or Parquet files), or an environment "
             "(env.id=FrozenLake-v1) whose episodes are generated from seeds"
         )
-    samples = load_datasets(files)
+    samples = load_datasets(files, cfg.data.harbor_reader)
     if cfg.data.agent_name:  # e.g. another recipe's rows, played by this recipe's loop
         samples = [s.model_copy(update={"agent_name": cfg.data.agent_name}) for s in samples]
     return samples
@@ -122,12 +126,14 @@ def _is_harbor(path: Path) -> bool:
     return path.is_dir() or path.name == "dataset.toml"
 
 
-def _harbor_problem(path: Path) -> str | None:
-    """What is wrong with Harbor tasks: every task folder is read (task.toml, the files it needs)."""
+def _harbor_problem(path: Path, harbor_reader: str) -> str | None:
+    """What is wrong with Harbor tasks: every task folder is read (task.toml, the files it needs), by the reader
+    `harbor_reader` names (a missing `harbor` package, when it is asked for, is the problem)."""
     from agentrl.harbor.dataset import load_tasks
+    from agentrl.harbor.package import resolve_reader
 
     try:
-        load_tasks(path)
+        load_tasks(path, resolve_reader(harbor_reader))
     except UserError as exc:
         return str(exc)
     return None

@@ -124,6 +124,42 @@ setup_browser() {
     die "apt-get install chromium chromium-driver failed"
 }
 
+# --- a2. Harbor's own package, for reading Harbor tasks (data.harbor_reader) --------------------------
+# harbor needs Python 3.12+ and agentrl runs on 3.11, so it gets an environment of its own; agentrl runs it as a
+# subprocess (agentrl/harbor/package.py). The stamp is written last: a half-made environment is never used.
+HARBOR_VENV="$REPO_ROOT/.venv-harbor"
+HARBOR_SPEC="harbor==0.26.0"
+python312() {
+  local cand root
+  for cand in python3.12 python3.13; do
+    "$cand" -c "" >/dev/null 2>&1 && { command -v "$cand"; return; }
+  done
+  root="$(pyenv root 2>/dev/null || true)"
+  for cand in "$root"/versions/3.12*/bin/python3.12 "$root"/versions/3.13*/bin/python3.13; do
+    [ -x "$cand" ] && { echo "$cand"; return; }
+  done
+  return 0
+}
+setup_harbor() {
+  step "Harbor's package (.venv-harbor)"
+  if [ "$(cat "$HARBOR_VENV/.agentrl-ready" 2>/dev/null)" = "$HARBOR_SPEC" ]; then
+    info "up to date ($HARBOR_SPEC)"
+    return
+  fi
+  local py
+  py="$(python312)"
+  if [ -z "$py" ]; then
+    info "skipped: no Python 3.12+ here; agentrl's own reader reads Harbor tasks (data.harbor_reader=auto)"
+    return
+  fi
+  info "creating .venv-harbor with $py and installing $HARBOR_SPEC"
+  rm -rf "$HARBOR_VENV"
+  "$py" -m venv "$HARBOR_VENV"
+  "$HARBOR_VENV/bin/pip" install -q "$HARBOR_SPEC" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+  "$HARBOR_VENV/bin/python" -c "import harbor.models.task.task" || die "installing $HARBOR_SPEC in .venv-harbor failed"
+  echo "$HARBOR_SPEC" >"$HARBOR_VENV/.agentrl-ready"
+}
+
 setup_venv
 if [ "${1:-}" = "--venv-only" ]; then
   exit 0
@@ -132,5 +168,6 @@ setup_docker
 setup_image
 step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_agent/data/*.jsonl recipes/swe_easy/data/*.jsonl
 setup_model
+setup_harbor
 setup_browser
 step "Setup done"

@@ -22,7 +22,8 @@ def environment_form(cfg: AgentRLConfig) -> str:
     if cfg.env.enabled:
         return f"Gymnasium environment {cfg.env.id or cfg.env.entry_point!r} (env.id or env.entry_point)"
     if cfg.agent.name.startswith("harbor"):
-        return f"Harbor task folders {cfg.data.train_files} (data.train_files)"
+        reader = cfg.data.harbor_reader
+        return f"Harbor task folders {cfg.data.train_files} (data.train_files), read by {reader!r} (data.harbor_reader)"
     return f"data files {cfg.data.train_files} played by agent loop {cfg.agent.name!r}"
 
 

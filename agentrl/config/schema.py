@@ -32,6 +32,11 @@ class DataConfig(_Section):
     train_files: list[str] = Field(default_factory=list, description="JSONL/Parquet files of training rows")
     eval_files: list[str] = Field(default_factory=list, description="JSONL/Parquet files of held-out rows")
     batch_size: int = Field(8, ge=1, description="prompts per training step")
+    harbor_reader: Literal["auto", "harbor", "agentrl"] = Field(
+        "auto",
+        description="Harbor task folders read by Harbor's own package (harbor: in a Python 3.12+ environment, "
+        ".venv-harbor/ or $AGENTRL_HARBOR_PYTHON), by agentrl's reader (agentrl), or auto: the package when found",
+    )
     shuffle: bool = Field(True, description="shuffle training rows each epoch")
     max_prompt_tokens: int = Field(1024, ge=1, description="rows with longer prompts are rejected")
     agent_name: str | None = Field(

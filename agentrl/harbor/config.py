@@ -1,9 +1,12 @@
 """`task.toml`: the fields of Harbor's task configuration that agentrl reads, as Harbor 0.26 defines them.
 
-We do not import `harbor` (its models live in `harbor.models.task.config`): it needs Python 3.12+, and agentrl
-runs on 3.11. These models mirror the fields we use, with Harbor's defaults and its migrations of deprecated
-fields (`memory = "2G"` → `memory_mb`, `storage` → `storage_mb`, `allow_internet` → `network_mode`,
-`version` → `schema_version`); every other key is ignored, as Harbor's own models ignore unknown keys.
+agentrl cannot import `harbor` (its models live in `harbor.models.task.config`): it needs Python 3.12+, and
+agentrl runs on 3.11. With the package installed beside agentrl (`agentrl.harbor.package`), Harbor's own models
+read task.toml and their dump is validated here; without it, agentrl reads task.toml itself with these models
+(`data.harbor_reader=agentrl`, or `auto` where the package is missing). They mirror the fields we use, with
+Harbor's defaults and its migrations of deprecated fields (`memory = "2G"` → `memory_mb`, `storage` →
+`storage_mb`, `allow_internet` → `network_mode`, `version` → `schema_version`); every other key is ignored, as
+Harbor's own models ignore unknown keys.
 
 ```toml
 schema_version = "1.4"

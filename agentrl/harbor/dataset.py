@@ -7,6 +7,10 @@
   as they are, so digests are not checked;
 * any other folder: every subfolder holding a task.toml, in name order.
 
+With `reader="harbor"`, Harbor's package reads the manifest and every task folder (`agentrl.harbor.package`);
+finding a manifest's tasks among the folders next to it stays agentrl's: Harbor looks names up in its registry,
+online, and agentrl trains offline on the folders it is given.
+
 ```python
 samples = task_samples("recipes/harbor/tasks")    # one Sample per task, played by `harbor_agent`
 ```
@@ -16,9 +20,11 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentrl.harbor.package import manifest_names, read_tasks
 from agentrl.harbor.task import HarborTask, HarborTaskError, load_task, read_config
 from agentrl.types import Sample
 
@@ -48,7 +54,10 @@ def is_task_source(path: str | Path) -> bool:
     return path.is_dir() or path.name == MANIFEST
 
 
-def task_dirs(path: str | Path) -> list[Path]:
+Reader = Literal["harbor", "agentrl"]
+
+
+def task_dirs(path: str | Path, reader: Reader = "agentrl") -> list[Path]:
     """The task folders `path` names (see the module docstring), in order.
 
     Raises:
@@ -57,13 +66,13 @@ def task_dirs(path: str | Path) -> list[Path]:
     """
     path = Path(path).resolve()
     if path.name == MANIFEST and path.is_file():
-        return manifest_dirs(path)
+        return manifest_dirs(path, reader)
     if not path.is_dir():
         raise HarborTaskError(f"{path} does not exist; give a task folder, a folder of them, or a dataset.toml")
     if (path / "task.toml").is_file():
         return [path]
     if (path / MANIFEST).is_file():
-        return manifest_dirs(path / MANIFEST)
+        return manifest_dirs(path / MANIFEST, reader)
     found = sorted(child for child in path.iterdir() if (child / "task.toml").is_file())
     if not found:
         raise HarborTaskError(
@@ -72,12 +81,26 @@ def task_dirs(path: str | Path) -> list[Path]:
     return found
 
 
-def manifest_dirs(manifest: Path) -> list[Path]:
+def manifest_dirs(manifest: Path, reader: Reader = "agentrl") -> list[Path]:
     """The folders of the tasks a dataset.toml names, looked up next to it.
 
     Raises:
         HarborTaskError: the manifest is invalid, or names tasks no folder next to it holds (all listed).
     """
+    names = manifest_names(manifest) if reader == "harbor" else _manifest_names(manifest)
+    if not names:
+        raise HarborTaskError(f"{manifest} names no tasks: add [[tasks]] entries with name = 'org/task'")
+    local = _local_tasks(manifest.parent)
+    missing = [name for name in names if _find(name, local) is None]
+    if missing:
+        raise HarborTaskError(
+            f"{manifest} names tasks no folder next to it holds: {', '.join(missing)}; put each task's folder in "
+            f"{manifest.parent} (found by its task.toml's [task].name, or by folder name)"
+        )
+    return [found for name in names if (found := _find(name, local)) is not None]
+
+
+def _manifest_names(manifest: Path) -> list[str]:
     try:
         parsed = DatasetManifest.model_validate(tomllib.loads(manifest.read_text()))
     except tomllib.TOMLDecodeError as exc:
@@ -85,30 +108,26 @@ def manifest_dirs(manifest: Path) -> list[Path]:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise HarborTaskError(f"{manifest}: {problems}") from None
-    if not parsed.tasks:
-        raise HarborTaskError(f"{manifest} names no tasks: add [[tasks]] entries with name = 'org/task'")
-    local = _local_tasks(manifest.parent)
-    missing = [ref.name for ref in parsed.tasks if _find(ref.name, local) is None]
-    if missing:
-        raise HarborTaskError(
-            f"{manifest} names tasks no folder next to it holds: {', '.join(missing)}; put each task's folder in "
-            f"{manifest.parent} (found by its task.toml's [task].name, or by folder name)"
-        )
-    return [found for ref in parsed.tasks if (found := _find(ref.name, local)) is not None]
+    return [ref.name for ref in parsed.tasks]
 
 
-def load_tasks(path: str | Path) -> list[HarborTask]:
-    """Every task `path` names.
+def load_tasks(path: str | Path, reader: Reader = "agentrl") -> list[HarborTask]:
+    """Every task `path` names, read by Harbor's package (`reader="harbor"`, one call for them all) or by
+    agentrl's own reader.
 
     Raises:
         HarborTaskError: see `task_dirs` and `agentrl.harbor.task.load_task`.
+        HarborPackageError: `harbor` is asked for and no interpreter has it, or it refused the manifest.
     """
-    return [load_task(d) for d in task_dirs(path)]
+    dirs = task_dirs(path, reader)
+    if reader == "harbor":
+        read_tasks(dirs)
+    return [load_task(d, reader) for d in dirs]
 
 
-def task_samples(path: str | Path) -> list[Sample]:
+def task_samples(path: str | Path, reader: Reader = "agentrl") -> list[Sample]:
     """One sample per task `path` names (see `HarborTask.to_sample`)."""
-    return [task.to_sample() for task in load_tasks(path)]
+    return [task.to_sample() for task in load_tasks(path, reader)]
 
 
 def _local_tasks(folder: Path) -> dict[str, Path]:

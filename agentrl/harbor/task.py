@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentrl.errors import UserError
 from agentrl.harbor.config import TaskConfig
+from agentrl.harbor.package import read_tasks
 from agentrl.types import Message, Sample
 
 AGENT_NAME = "harbor_agent"
@@ -40,6 +41,8 @@ class HarborTask(BaseModel):
         name: `[task].name`, else the folder's name.
         instruction: instruction.md, canary lines at its top removed (as Harbor shows it to agents).
         config: task.toml.
+        reader: what read the folder: Harbor's package (`harbor`) or agentrl's own reader (`agentrl`); the
+            verifier's reward files are then read by the same (`agentrl.harbor.package`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -48,6 +51,7 @@ class HarborTask(BaseModel):
     name: str
     instruction: str
     config: TaskConfig
+    reader: Literal["harbor", "agentrl"] = "agentrl"
 
     @property
     def environment_dir(self) -> Path:
@@ -72,7 +76,7 @@ class HarborTask(BaseModel):
             agent_name=agent_name,
             data_source=f"harbor/{self.name}",
             prompt=[Message(role="user", content=self.instruction)],
-            extra_info={"harbor": {"task_dir": str(self.path), "name": self.name}},
+            extra_info={"harbor": {"task_dir": str(self.path), "name": self.name, "reader": self.reader}},
         )
 
     @classmethod
@@ -88,19 +92,22 @@ class HarborTask(BaseModel):
                 f"sample {sample.id or ''} names no Harbor task (extra_info.harbor.task_dir); load Harbor tasks with "
                 "data.train_files=[path/to/tasks/] (a task folder, a folder of them, or a dataset.toml)"
             )
-        return load_task(info["task_dir"])
+        return load_task(info["task_dir"], info.get("reader", "agentrl"))
 
 
-def load_task(path: str | Path) -> HarborTask:
-    """Read a task folder.
+def load_task(path: str | Path, reader: Literal["harbor", "agentrl"] = "agentrl") -> HarborTask:
+    """Read a task folder, with Harbor's package (`reader="harbor"`) or agentrl's own reader.
 
     Raises:
         HarborTaskError: a file is missing or task.toml is invalid or asks for what agentrl cannot give (every
-            problem of the folder listed, each with the file or field).
+            problem of the folder listed, each with the file or field; Harbor's own message with its reader).
+        HarborPackageError: `harbor` is asked for and no interpreter has it.
     """
     path = Path(path).resolve()
     if not path.is_dir():
         raise HarborTaskError(f"Harbor task {path} is not a folder")
+    if reader == "harbor":
+        return _read_with_harbor(path)
     problems = task_problems(path)
     if problems:
         raise HarborTaskError(f"Harbor task {path}:\n  " + "\n  ".join(problems))
@@ -108,6 +115,21 @@ def load_task(path: str | Path) -> HarborTask:
     name = config.task.name if config.task is not None else path.name
     instruction = strip_canary((path / "instruction.md").read_text())
     return HarborTask(path=path, name=name, instruction=instruction, config=config)
+
+
+def _read_with_harbor(path: Path) -> HarborTask:
+    """The folder as Harbor's `Task` reads it; then what agentrl cannot give it is refused as with its own
+    reader (Harbor runs more kinds of task than agentrl's containers do)."""
+    (answer,) = read_tasks([path])
+    if "error" in answer:
+        raise HarborTaskError(f"Harbor task {path}: harbor refused it: {answer['error']}")
+    config = TaskConfig.model_validate(answer["config"])
+    problems = config.unsupported()
+    if not (path / "tests" / "test.sh").is_file():
+        problems.append("tests/test.sh is missing: agentrl runs the verifier as bash /tests/test.sh")
+    if problems:
+        raise HarborTaskError(f"Harbor task {path}:\n  " + "\n  ".join(problems))
+    return HarborTask(path=path, name=answer["name"], instruction=answer["instruction"], config=config, reader="harbor")
 
 
 def task_problems(path: Path) -> list[str]:

@@ -4,7 +4,9 @@
 `/logs/verifier/reward.json` (`{"name": number, ...}`, read first) or `/logs/verifier/reward.txt` (one number,
 the key `reward`). Reward files the agent may have left are deleted before the tests run.
 
-The primary reward is Harbor's: the key `reward`, else the only key; the others are its components.
+The primary reward is Harbor's: the key `reward`, else the only key; the others are its components. A task read
+by Harbor's package (`HarborTask.reader == "harbor"`) has its reward files parsed by Harbor's `Verifier` too
+(`agentrl.harbor.package.parse_rewards`); agentrl's own parsers below follow the same rules.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agentrl.harbor.container import VERIFIER_LOGS, resolve_env, run_script
+from agentrl.harbor.package import HarborPackageError, parse_rewards
 from agentrl.harbor.task import HarborTask
 from agentrl.sandbox.base import Sandbox
 
@@ -72,19 +75,22 @@ async def run_verifier(container: Sandbox, task: HarborTask, timeout_s: float) -
         result.error = f"tests/test.sh ran past its timeout of {timeout_s:g}s"
     else:
         try:
-            result.rewards, result.source = await read_rewards(container)
+            result.rewards, result.source = await read_rewards(container, task.reader)
         except RewardFileError as exc:
             result.error = str(exc)
     result.duration_s = time.perf_counter() - started
     return result
 
 
-async def read_rewards(container: Sandbox) -> tuple[dict[str, float], str]:
-    """The rewards the tests left, and the file they came from.
+async def read_rewards(container: Sandbox, reader: str = "agentrl") -> tuple[dict[str, float], str]:
+    """The rewards the tests left, and the file they came from; parsed by Harbor's package with
+    `reader="harbor"`, else by agentrl's parsers.
 
     Raises:
         RewardFileError: neither file exists, or the one read is empty or malformed.
     """
+    if reader == "harbor":
+        return await _read_rewards_with_harbor(container)
     for path, parse in ((REWARD_JSON, parse_reward_json), (REWARD_TXT, parse_reward_text)):
         try:
             data = await container.read_file(path)
@@ -92,6 +98,20 @@ async def read_rewards(container: Sandbox) -> tuple[dict[str, float], str]:
             continue
         return parse(data.decode("utf-8", errors="replace")), path
     raise RewardFileError(f"tests/test.sh wrote no reward: neither {REWARD_TXT} nor {REWARD_JSON} exists")
+
+
+async def _read_rewards_with_harbor(container: Sandbox) -> tuple[dict[str, float], str]:
+    files = {}
+    for path in (REWARD_JSON, REWARD_TXT):
+        try:
+            files[path.rsplit("/", 1)[-1]] = await container.read_file(path)
+        except FileNotFoundError:
+            continue
+    try:
+        rewards = parse_rewards(files)
+    except HarborPackageError as exc:
+        raise RewardFileError(str(exc)) from None
+    return rewards, REWARD_JSON if "reward.json" in files else REWARD_TXT
 
 
 def parse_reward_text(text: str) -> dict[str, float]:

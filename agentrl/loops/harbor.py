@@ -83,7 +83,12 @@ class HarborAgentLoop(SteppedLoop):
         traj = ctx.trajectory
         cfg = self._sandbox_config()
         limits = task_limits(task, cfg, self.options.time_budget_s, self.options.verifier_timeout_s)
-        traj.metadata["harbor"] = {"task": task.name, "task_dir": str(task.path), "limits": limits.record()}
+        traj.metadata["harbor"] = {
+            "task": task.name,
+            "task_dir": str(task.path),
+            "reader": task.reader,
+            "limits": limits.record(),
+        }
         self.check_start(ctx)
         ctx.start(sample.prompt)
         started = time.perf_counter()

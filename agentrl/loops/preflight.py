@@ -167,6 +167,6 @@ def data_problems(cfg: AgentRLConfig) -> list[str]:
         problems += environment_problems(env_id, dict(cfg.agent.kwargs.get("env_args") or {}))
     for key in ("train_files", "eval_files"):
         for i, path in enumerate(getattr(cfg.data, key)):
-            if problem := first_row_problem(path, LOOPS.problem):
+            if problem := first_row_problem(path, LOOPS.problem, cfg.data.harbor_reader):
                 problems.append(f"data.{key}[{i}]: {problem}")
     return problems

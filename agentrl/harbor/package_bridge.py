@@ -1,0 +1,88 @@
+"""Harbor's own package, asked by agentrl: run as a script by the Python that has `harbor` installed.
+
+`harbor` needs Python 3.12+ and agentrl runs on 3.11 (its torch wheel), so agentrl does not import it: it runs
+this file with harbor's interpreter (`agentrl.harbor.package`) and reads one JSON document from its stdout. This
+file imports only the standard library and `harbor`, never agentrl.
+
+    python package_bridge.py tasks DIR...     -> [{"path", "name", "instruction", "config"} | {"path", "error"}]
+    python package_bridge.py manifest FILE    -> {"names": [...]} | {"error"}
+    python package_bridge.py rewards DIR      -> {"rewards": {...}} | {"error"}
+
+`tasks` reads each folder with `harbor.models.task.task.Task` (its TaskConfig, its checks of the folder, its
+instruction with the canary lines stripped); `manifest` parses a dataset.toml with Harbor's `DatasetManifest`;
+`rewards` parses the verifier's reward files, copied from the container into DIR/verifier/, with Harbor's
+`Verifier` (reward.json first, else reward.txt, as `Verifier.verify` does after it downloaded them).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def read_tasks(dirs: list[str]) -> list[dict[str, Any]]:
+    from harbor.models.task.task import Task
+
+    out = []
+    for folder in dirs:
+        try:
+            task = Task(folder)
+        except Exception as exc:  # Harbor's own complaint about the folder, passed on word for word
+            out.append({"path": folder, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        out.append({
+            "path": str(Path(folder).resolve()),
+            "name": task.name,
+            "instruction": task.instruction,
+            "config": task.config.model_dump(mode="json"),
+        })  # fmt: skip
+    return out
+
+
+def read_manifest(path: str) -> dict[str, Any]:
+    from harbor.models.dataset.manifest import DatasetManifest
+
+    try:
+        manifest = DatasetManifest.from_toml(Path(path).read_text())
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"names": [ref.name for ref in manifest.tasks]}
+
+
+def read_rewards(trial_dir: str) -> dict[str, Any]:
+    from harbor.models.trial.paths import TrialPaths
+    from harbor.models.verifier.result import VerifierResult
+    from harbor.verifier.verifier import Verifier
+
+    # Verifier's parsers read only its trial paths; building the whole Verifier would need a running Harbor
+    # environment, which agentrl replaces with its own container.
+    verifier = Verifier.__new__(Verifier)
+    verifier.trial_paths = TrialPaths(Path(trial_dir))
+    try:
+        if verifier.trial_paths.reward_json_path.exists():
+            rewards = verifier._parse_reward_json()
+        elif verifier.trial_paths.reward_text_path.exists():
+            rewards = verifier._parse_reward_text()
+        else:
+            return {"error": "tests/test.sh wrote no reward: neither reward.json nor reward.txt exists"}
+        result = VerifierResult(rewards=rewards)  # as Harbor: a bare number in reward.json is refused
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"rewards": result.rewards}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] not in ("tasks", "manifest", "rewards"):
+        print("usage: package_bridge.py tasks DIR... | manifest FILE | rewards DIR", file=sys.stderr)
+        return 2
+    command, args = argv[0], argv[1:]
+    result: Any = read_tasks(args) if command == "tasks" else (
+        read_manifest(args[0]) if command == "manifest" else read_rewards(args[0]))  # fmt: skip
+    json.dump(result, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
