@@ -156,7 +156,10 @@ setup_harbor() {
   rm -rf "$HARBOR_VENV"
   "$py" -m venv "$HARBOR_VENV"
   "$HARBOR_VENV/bin/pip" install -q "$HARBOR_SPEC" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
-  "$HARBOR_VENV/bin/python" -c "import harbor.models.task.task" || die "installing $HARBOR_SPEC in .venv-harbor failed"
+  if ! "$HARBOR_VENV/bin/python" -c "import harbor.models.task.task" 2>/dev/null; then
+    info "installing $HARBOR_SPEC failed: agentrl's own reader reads Harbor tasks (run make setup again to retry)"
+    return
+  fi
   echo "$HARBOR_SPEC" >"$HARBOR_VENV/.agentrl-ready"
 }
 
