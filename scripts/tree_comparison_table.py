@@ -15,7 +15,7 @@ def run_row(run: Path) -> tuple[str, list[float], float, float]:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     success = [r["eval/success_rate"] for r in rows if "eval/success_rate" in r]
     tokens = [r["rollout/generated_tokens"] for r in rows if "rollout/generated_tokens" in r]
-    minutes = sum(r.get("perf/wall_s", 0.0) for r in rows) / 60
+    minutes = max(r.get("perf/wall_s", 0.0) for r in rows) / 60  # seconds since training started
     return run.name, success, sum(tokens) / max(len(tokens), 1), minutes
 
 
