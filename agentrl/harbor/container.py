@@ -6,6 +6,10 @@ container's own layer, removed with it) instead of agentrl's read-only root with
 unless the task and `sandbox.network` both allow it; memory, CPU and process limits. `/logs/agent` and
 `/logs/verifier` are created open to every user (the verifier writes its reward there); `/tests` and
 `/solution` are copied in only when they are run, so the agent never sees them.
+
+Hand-written rather than Harbor's `DockerEnvironment`: Harbor's runs docker compose, pulls images and is driven
+by its own trial runner; agentrl's containers build offline, count against the sandbox pool and its cleanup, and
+take the run's caps (`agentrl.harbor.limits`).
 """
 
 from __future__ import annotations

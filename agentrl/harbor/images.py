@@ -5,6 +5,7 @@ bytes) and the ids of the images it builds `FROM`: an unchanged task on unchange
 edited one gets a new tag. Nothing is pulled and `RUN` steps have no network, so every `FROM` image must exist in
 the local engine (e.g. `FROM agentrl/sandbox:base`, which `agentrl sandbox build` makes); a missing one fails
 before the build, naming it. A task with `[environment].docker_image` uses that image as it is (it must exist).
+Harbor's package builds through docker compose and may pull; this builder is agentrl's so that nothing is.
 
     python -m agentrl.harbor.images recipes/harbor/tasks      # build every task's image
 """
