@@ -4,6 +4,7 @@
 # turn and each child into 2 after it, so 4 leaves per prompt that share first turns pairwise: for the same policy
 # no more generated tokens than flat; `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
 # The seed is `rollout.seed` alone, as in docs/recipes/gym.md's flat runs.
+# `treegigpo`: the same trees credited by the recipe's GiGPO (a fork's children share their anchor state exactly).
 # Usage: ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED... ; each run
 # writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to all three; EXTRA: overrides given to every arm).
 set -euo pipefail
@@ -18,6 +19,7 @@ for seed in "$@"; do
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2
                   trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;  # GiGPO's, not tree_grpo's
+      treegigpo) args=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2) ;;  # trees, GiGPO's credit
     esac
     .venv/bin/agentrl train recipe=gym rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"
