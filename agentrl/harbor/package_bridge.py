@@ -77,10 +77,9 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[0] not in ("tasks", "manifest", "rewards"):
         print("usage: package_bridge.py tasks DIR... | manifest FILE | rewards DIR", file=sys.stderr)
         return 2
-    command, args = argv[0], argv[1:]
-    result: Any = read_tasks(args) if command == "tasks" else (
-        read_manifest(args[0]) if command == "manifest" else read_rewards(args[0]))  # fmt: skip
-    json.dump(result, sys.stdout)
+    commands = {"tasks": lambda a: read_tasks(a), "manifest": lambda a: read_manifest(a[0]),
+                "rewards": lambda a: read_rewards(a[0])}  # fmt: skip
+    json.dump(commands[argv[0]](argv[1:]), sys.stdout)
     return 0
 
 

@@ -124,9 +124,7 @@ def _read_with_harbor(path: Path) -> HarborTask:
     if "error" in answer:
         raise HarborTaskError(f"Harbor task {path}: harbor refused it: {answer['error']}")
     config = TaskConfig.model_validate(answer["config"])
-    problems = config.unsupported()
-    if not (path / "tests" / "test.sh").is_file():
-        problems.append("tests/test.sh is missing: agentrl runs the verifier as bash /tests/test.sh")
+    problems = config.unsupported() + _missing_tests(path)
     if problems:
         raise HarborTaskError(f"Harbor task {path}:\n  " + "\n  ".join(problems))
     return HarborTask(path=path, name=answer["name"], instruction=answer["instruction"], config=config, reader="harbor")
@@ -146,9 +144,13 @@ def task_problems(path: Path) -> list[str]:
         problems.append("instruction.md is missing: it holds the task's prompt")
     if config.environment.docker_image is None and not (path / "environment" / "Dockerfile").is_file():
         problems.append("environment/Dockerfile is missing (or set [environment].docker_image in task.toml)")
-    if not (path / "tests" / "test.sh").is_file():
-        problems.append("tests/test.sh is missing: the verifier that writes /logs/verifier/reward.txt")
-    return problems
+    return problems + _missing_tests(path)
+
+
+def _missing_tests(path: Path) -> list[str]:
+    if (path / "tests" / "test.sh").is_file():
+        return []
+    return ["tests/test.sh is missing: the verifier that writes /logs/verifier/reward.txt"]
 
 
 def read_config(toml: Path) -> TaskConfig:
