@@ -12,8 +12,9 @@ Needs the Docker engine and a bundled SWE task image (`scripts/setup.sh`). Run f
   rounds, the two alternating within each round). Target >= 5. `swe_prepared_fork_over_replay`: the same with the
   fork's container started ahead (`prepare_forks`, as a tree rollout does while the turn before a fork is played;
   the benchmark lets the start finish, as a model's turn outlasts it), so the fork only copies the files.
-* `gym_fork_over_replay`: a FrozenLake episode after 5 steps. Baseline: make, reset with the seed, replay the 5
-  actions; fork: `copy.deepcopy` of the env (what the gym adapters do). Same ratio.
+* `gym_fork_over_replay`: a FrozenLake episode (`GymEpisode`, as the gym loop plays it) after 5 moves. Baseline:
+  make the episode, reset it with the seed, replay the 5 replies; fork: `episode.fork(1)` (a deep copy that shares
+  what the env never writes, `agentrl.envs.gym.read_only_parts`). Same ratio.
 
 Every container carries this run's label and is removed at the end, also on errors and Ctrl-C. The last line
 printed is the JSON object.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import json
 import statistics
 import sys
@@ -33,6 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentrl.config.schema import EnvConfig
+from agentrl.envs.gym import GymEpisode
 from agentrl.sandbox.base import Sandbox
 from agentrl.sandbox.docker import docker_client, remove_all
 from agentrl.swe.repo import open_task_sandbox
@@ -40,7 +42,7 @@ from agentrl.swe.report import patch_files
 from agentrl.swe.task import SWETask, load_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
-ACTIONS = [1, 2, 2, 1, 2]  # FrozenLake: down, right, right, down, right
+ACTIONS = [2, 2, 1, 1, 1]  # FrozenLake 4x4: right, right, down, down, down (no hole on the way)
 
 
 def agent_calls(task: SWETask) -> list[str]:
@@ -90,22 +92,24 @@ async def swe_round(task: SWETask, run_id: str) -> tuple[float, float, float]:
 
 
 def gym_round() -> tuple[float, float]:
-    import gymnasium as gym
-
-    parent = gym.make("FrozenLake-v1", is_slippery=False)
+    config = EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": False})
+    parent = GymEpisode.from_config(config)
     parent.reset(seed=0)
-    for action in ACTIONS:
-        parent.step(action)
+    replies = [parent.adapter.action_text(action) for action in ACTIONS]
+    for reply in replies:
+        parent.act(reply)
     start = time.perf_counter()
-    fresh = gym.make("FrozenLake-v1", is_slippery=False)
+    fresh = GymEpisode.from_config(config)
     fresh.reset(seed=0)
-    for action in ACTIONS:
-        fresh.step(action)
+    for reply in replies:
+        fresh.act(reply)
     replay = time.perf_counter() - start
     start = time.perf_counter()
-    child = copy.deepcopy(parent)
+    (child,) = parent.fork(1)
     fork = time.perf_counter() - start
-    assert child.unwrapped.s == fresh.unwrapped.s == parent.unwrapped.s
+    assert child.state_key == fresh.state_key == parent.state_key and child.steps == len(ACTIONS)
+    for episode in (parent, fresh, child):
+        episode.close()
     return replay, fork
 
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 45's learning comparison on the gym recipe: tree rollouts with tree_grpo against flat GRPO and flat GiGPO
-# at no more cost per step (16 prompts; flat: 4 episodes each; tree: one tree each, forked into 2 before the first
-# turn and each child into 2 after it, so 4 leaves per prompt that share first turns pairwise: for the same policy
-# no more generated tokens than flat; `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
+# Issue 45's learning comparison on a recipe (RECIPE: gym, the default, or tool_use, the second task): tree
+# rollouts with tree_grpo against flat GRPO and flat GiGPO at no more cost per step (the recipe's prompts a step;
+# flat: 4 episodes each; tree: one tree each, forked into 2 before the first turn and each child into 2 after it,
+# so 4 leaves per prompt that share first turns pairwise: for the same policy no more generated tokens than flat;
+# `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
 # The seed is `rollout.seed` alone, as in docs/recipes/gym.md's flat runs.
-# `treegigpo`: the same trees credited by the recipe's GiGPO (a fork's children share their anchor state exactly).
-# Usage: ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED... ; each run
-# writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to all three; EXTRA: overrides given to every arm).
+# `treegigpo`: the same trees credited by GiGPO (a fork's children share their anchor state exactly).
+# Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
+# Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
 out_root=$1; shift
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
@@ -15,13 +16,13 @@ for seed in "$@"; do
     dir="$out_root/$arm-seed$seed"
     [ -f "$dir/report.md" ] && continue
     case $arm in
-      gigpo) args=() ;;
+      gigpo) args=(trainer.advantage=gigpo) ;;
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2
                   trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;  # GiGPO's, not tree_grpo's
-      treegigpo) args=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2) ;;  # trees, GiGPO's credit
+      treegigpo) args=(trainer.advantage=gigpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2) ;;
     esac
-    .venv/bin/agentrl train recipe=gym rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
+    .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"
   done
 done

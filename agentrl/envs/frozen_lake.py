@@ -57,6 +57,8 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         **kwargs: `FrozenLakeEnv`'s arguments (`desc`, `map_name`, `is_slippery`, `render_mode`, ...).
     """
 
+    fork_shared = ("_layouts",)  # never written after __init__: a forked episode shares them (agentrl.envs.gym)
+
     def __init__(
         self,
         distance_reward: float = 0.0,
@@ -70,7 +72,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
         super().__init__(**kwargs)
         tables = {k: kwargs[k] for k in ("is_slippery", "success_rate", "reward_schedule") if k in kwargs}
         maps = _orientations(self.desc) if random_orientation else [self.desc]
-        self._layouts = [_Layout.of(desc, tables) for desc in maps]
+        self._layouts = tuple(_Layout.of(desc, tables) for desc in maps)
         self._use(self._layouts[0])
         self.distance_reward = float(distance_reward)
         self.hole_reward = float(hole_reward)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.toy_text import CliffWalkingEnv, FrozenLakeEnv, TaxiEnv
 
 from agentrl.config.schema import EnvConfig, EnvExample
 from agentrl.envs.adapter import EnvAdapter, adapter_class, env_label
@@ -25,6 +26,8 @@ from agentrl.envs.factory import make_env
 from agentrl.envs.spaces import InvalidAction
 from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.types import Message
+
+_TOY_TEXT_ENVS = (CliffWalkingEnv, FrozenLakeEnv, TaxiEnv)  # their `P` is built once, in __init__
 
 
 @dataclass
@@ -133,7 +136,7 @@ class GymEpisode:
                 "(forkable = False); run it without rollout.tree"
             )
         try:
-            return [copy.deepcopy(self) for _ in range(n)]
+            return [copy.deepcopy(self, read_only_parts(self.env)) for _ in range(n)]
         except Exception as exc:
             raise ForkUnsupportedError(
                 f"env {env_label(self.env)} cannot be forked: copying it failed ({type(exc).__name__}: {exc}); "
@@ -254,6 +257,19 @@ def fork_problem(cfg: EnvConfig) -> str | None:
     finally:
         episode.close()
     return None
+
+
+def read_only_parts(env: gym.Env) -> dict[int, Any]:
+    """A `copy.deepcopy` memo that shares, rather than copies, what an env never writes after it is made: its spec,
+    a toy-text env's transition table `P` (a dict of every state's outcomes: most of the copy's time), and the
+    attributes its class names in `fork_shared`. Sharing them keeps a fork exact and makes it faster; a fresh memo
+    for each copy, so that children share nothing else.
+    """
+    unwrapped = env.unwrapped
+    shared: list[Any] = [env.spec, *(getattr(unwrapped, name) for name in getattr(unwrapped, "fork_shared", ()))]
+    if isinstance(unwrapped, _TOY_TEXT_ENVS):
+        shared.append(unwrapped.P)
+    return {id(part): part for part in shared if part is not None}
 
 
 def _ask(text: str, prompt: str) -> str:

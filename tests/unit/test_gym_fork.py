@@ -80,3 +80,23 @@ def test_an_env_that_cannot_be_copied_is_refused_with_its_name() -> None:
 def _actions(episode: GymEpisode) -> list[int]:
     n = int(episode.env.action_space.n)
     return [i % n for i in (1, 2, 2, 1, 0, 2, 1, 1, 3, 0)]
+
+
+def test_a_fork_shares_only_what_the_env_never_writes() -> None:
+    """The transition table, spec and a random-start map's layouts are shared; the position and generator are not."""
+    config = EnvConfig(
+        entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart",
+        kwargs={"is_slippery": False, "random_orientation": True},
+    )
+    parent = GymEpisode.from_config(config)
+    parent.reset(seed=1)
+    (child,) = parent.fork(1)
+    mine, theirs = parent.env.unwrapped, child.env.unwrapped
+    assert theirs.P is mine.P and child.env.spec is parent.env.spec and theirs._layouts is mine._layouts
+    assert theirs is not mine and theirs.np_random is not mine.np_random
+    before = (parent.state_key, mine.P, mine.desc.tobytes())
+    tables = set()
+    for seed in range(2, 10):  # new episodes draw other orientations: the child rebinds its own P, not the parent's
+        child.reset(seed=seed)
+        tables.add(id(theirs.P))
+    assert len(tables) > 1 and (parent.state_key, mine.P, mine.desc.tobytes()) == before
