@@ -6,6 +6,8 @@
 # `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
 # The seed is `rollout.seed` alone, as in docs/recipes/gym.md's flat runs.
 # `treegigpo`: the same trees credited by GiGPO (a fork's children share their anchor state exactly).
+# `treefill`: the tree arm with `rollout.tree.fill`: an episode that ends at its first turn hands its second leaf
+# back and the tree starts another first branch, so a tree always has flat's 4 leaves a prompt.
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
 # Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
@@ -20,6 +22,8 @@ for seed in "$@"; do
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2
                   trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;  # GiGPO's, not tree_grpo's
+      treefill) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2
+                      rollout.tree.fill=true trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;
       treegigpo) args=(trainer.advantage=gigpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2) ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \

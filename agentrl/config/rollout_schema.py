@@ -37,6 +37,13 @@ class TreeConfig(_Section):
     max_tool_calls: int | None = Field(
         None, ge=1, description="budget of a tree in tool calls (every node's counted once), as max_tokens"
     )
+    fill: bool = Field(
+        False,
+        description="keep each tree at width^depth leaves: an episode that ends before a branch point below it "
+        "hands the leaves it would have grown back, and the tree starts that many more first branches from the "
+        "prompt (needs branch_turns to start with 0); a full tree then has as many episodes as flat rollout.n would, "
+        "at no more tokens",
+    )
 
     @model_validator(mode="after")
     def _one_rule(self) -> TreeConfig:
@@ -47,6 +54,11 @@ class TreeConfig(_Section):
         if len(rules) > 1:
             raise ValueError(
                 f"rollout.tree: {' and '.join(rules)} are set; choose one rule of where to branch and unset the others"
+            )
+        if self.fill and turns[:1] != [0]:
+            raise ValueError(
+                "rollout.tree.fill starts new first branches from the prompt, so the tree must branch there: set "
+                f"rollout.tree.branch_turns to start with 0 (e.g. [0,1]), got {turns or 'no branch_turns'}"
             )
         if not rules and (self.max_tokens or self.max_tool_calls):
             raise ValueError(

@@ -9,6 +9,11 @@ tree's id, its `path` (the child index taken at each branch point) and the `bran
 which `tree_nodes` rebuilds the tree for credit (`trainer.tree_advantages`), and the whole tree's cost: `tokens`
 generated and `tool_calls` made, each node counted once. A child that fails becomes a failed
 leaf; it never takes its siblings down.
+
+Each node holds a quota: its share of the tree's width^depth leaves (a branch splits it among the children). With
+`fill`, an episode that ends holding more than one leaf's quota hands the rest back: the tree starts that many more
+first branches from the prompt (`loop.begin` on a fresh context, as the root was started), so that a tree whose
+episodes end early still has as many leaves as a full one.
 """
 
 from __future__ import annotations
@@ -53,14 +58,15 @@ async def run_tree(loop: AgentLoopBase, sample: Sample, ctx: AgentContext, shape
     """
     check_forkable(loop)
     assert isinstance(loop, SteppedLoop)
-    tree = _Tree(loop, shape, ctx.trajectory.id, TreeBudget(shape))
+    fresh = ctx.fork(1)[0] if shape.fill else None  # before `begin`: where the branches `fill` adds start from
+    tree = _Tree(loop, shape, ctx.trajectory.id, TreeBudget(shape), sample, fresh)
     try:
         state = await loop.begin(sample, ctx)
     except Exception as exc:
         _record_stop(ctx.trajectory, exc)
         _mark(ctx.trajectory, tree.id, (), ())
         return [ctx.trajectory]
-    leaves = await tree.grow(ctx, state, (), ())
+    leaves = await tree.grow(ctx, state, (), (), shape.leaves)
     for leaf in leaves:  # the whole tree's cost, each node counted once (the leaves each hold their own path)
         leaf.metadata["tree"] |= {"tokens": tree.budget.tokens, "tool_calls": tree.budget.tool_calls}
     return leaves
@@ -68,21 +74,25 @@ async def run_tree(loop: AgentLoopBase, sample: Sample, ctx: AgentContext, shape
 
 @dataclass
 class _Tree:
-    """One tree being played: its loop, shape, id and the budget its episodes share."""
+    """One tree being played: its loop, shape, id, the budget its episodes share, and (with `fill`) its sample and
+    the fresh context its added first branches start from."""
 
     loop: SteppedLoop
     shape: TreeShape
     id: str
     budget: TreeBudget
+    sample: Sample
+    fresh: AgentContext | None = None
+    next_first: int = 0  # the path index of the next first branch `fill` adds
 
     async def grow(
-        self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...]
+        self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...], quota: int
     ) -> list[Trajectory]:
-        """Step the episode of `ctx` (at `path`, forked at the turns `taken`) to its next branch point (then branch)
-        or to its end (then it is a leaf)."""
+        """Step the episode of `ctx` (at `path`, forked at the turns `taken`, `quota` leaves its share) to its next
+        branch point (then branch) or to its end (then it is a leaf)."""
         try:
-            while self.budget.spent or not self.shape.branches_here(ctx.trajectory, taken):
-                if not self.budget.spent and self.shape.branches_after_next_turn(ctx.trajectory, taken):
+            while self.budget.spent or quota == 1 or not self.shape.branches_here(ctx.trajectory, taken):
+                if not self.budget.spent and quota > 1 and self.shape.branches_after_next_turn(ctx.trajectory, taken):
                     await self._prepare(ctx, state)
                 before = usage(ctx.trajectory)
                 try:
@@ -90,14 +100,14 @@ class _Tree:
                 finally:  # a turn that ended the episode by raising (StopLoop) was generated all the same
                     self.budget.add(before, ctx.trajectory)
                 if done:
-                    return await self.leaf(ctx, state, path, taken)
+                    return await self.leaf(ctx, state, path, taken, quota)
         except Exception as exc:  # StopLoop: a budget ended it; anything else: this leaf failed, not its siblings
-            return await self.leaf(ctx, state, path, taken, exc)
+            return await self.leaf(ctx, state, path, taken, quota, exc)
         except asyncio.CancelledError:  # Ctrl-C, a timeout: free the episode's sandbox now, not at exit
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.loop.fail(ctx, state))
             raise
-        return await self.branch(ctx, state, path, (*taken, ctx.trajectory.num_turns))
+        return await self.branch(ctx, state, path, (*taken, ctx.trajectory.num_turns), quota)
 
     async def _prepare(self, ctx: AgentContext, state: Any) -> None:
         """Start what the coming fork needs during the turn; only a speed-up, so its failure is logged."""
@@ -107,13 +117,16 @@ class _Tree:
             logger.warning("preparing the fork of trajectory %s failed", ctx.trajectory.id, exc_info=True)
 
     async def branch(
-        self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...]
+        self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...], quota: int
     ) -> list[Trajectory]:
-        children = ctx.fork(self.shape.width)
+        quotas = split(quota, min(self.shape.width, quota))
+        children = ctx.fork(len(quotas))
+        if not path:
+            self.next_first = len(children)
         try:
             states = await self.loop.fork_state(state, children)
         except Exception as exc:
-            return await self.leaf(ctx, state, path, taken[:-1], exc)
+            return await self.leaf(ctx, state, path, taken[:-1], quota, exc)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.loop.fail(ctx, state))
@@ -126,14 +139,24 @@ class _Tree:
             if ctx.sampling.seed is not None:
                 child.sampling = child.sampling.model_copy(update={"seed": child_seed(ctx.sampling.seed, index)})
         grown = await asyncio.gather(
-            *(self.grow(c, s, (*path, i), taken) for i, (c, s) in enumerate(zip(children, states, strict=True)))
+            *(
+                self.grow(child, child_state, (*path, i), taken, share)
+                for i, (child, child_state, share) in enumerate(zip(children, states, quotas, strict=True))
+            )
         )
         return [leaf for leaves in grown for leaf in leaves]
 
     async def leaf(
-        self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...], exc: Exception | None = None
+        self,
+        ctx: AgentContext,
+        state: Any,
+        path: tuple[int, ...],
+        taken: tuple[int, ...],
+        quota: int,
+        exc: Exception | None = None,
     ) -> list[Trajectory]:
-        """End the episode of `ctx` as a leaf (with the stop reason or error `exc` gives, if any)."""
+        """End the episode of `ctx` as a leaf (with the stop reason or error `exc` gives, if any); with `fill`, the
+        rest of its quota goes to new first branches."""
         traj = ctx.trajectory
         if exc is not None:
             _record_stop(traj, exc)
@@ -146,7 +169,37 @@ class _Tree:
         if traj.stop_reason is None:
             traj.stop_reason = StopReason.DONE
         _mark(traj, self.id, path, taken)
-        return [traj]
+        if self.fresh is None or quota == 1 or self.budget.spent:
+            return [traj]
+        return [traj, *await self.refill(quota - 1)]
+
+    async def refill(self, count: int) -> list[Trajectory]:
+        """`count` leaves' worth of new first branches, each started from the prompt as the root was."""
+        most = self.shape.capacity((0,))
+        shares = [min(most, count - start) for start in range(0, count, most)]
+        grown = await asyncio.gather(*(self.first_branch(share) for share in shares))
+        return [leaf for leaves in grown for leaf in leaves]
+
+    async def first_branch(self, quota: int) -> list[Trajectory]:
+        """One more child of the branch point before the first turn, its state made by `begin` (a fresh start is
+        that point's state); a start that fails is a failed leaf, not refilled again."""
+        assert self.fresh is not None
+        index, self.next_first = self.next_first, self.next_first + 1
+        (ctx,) = self.fresh.fork(1)
+        if ctx.sampling.seed is not None:
+            ctx.sampling = ctx.sampling.model_copy(update={"seed": child_seed(ctx.sampling.seed, index)})
+        try:
+            state = await self.loop.begin(self.sample, ctx)
+        except Exception as exc:
+            _record_stop(ctx.trajectory, exc)
+            _mark(ctx.trajectory, self.id, (index,), (0,))
+            return [ctx.trajectory]
+        return await self.grow(ctx, state, (index,), (0,), quota)
+
+
+def split(quota: int, parts: int) -> list[int]:
+    """`quota` leaves shared as evenly as can be among `parts` children, the larger shares first."""
+    return [quota // parts + (1 if i < quota % parts else 0) for i in range(parts)]
 
 
 def child_seed(seed: int, index: int) -> int:

@@ -10,6 +10,10 @@ Three rules, one per tree:
   to `max_branch_points` forks along a path. ARPO (arXiv 2507.19849) branches where the entropy rises after a tool
   call; the surprisal of the tokens the policy actually sampled is what a server returns for every turn.
 
+With `fill`, a tree keeps its count of leaves: an episode that ends before a branch point below it hands back the
+leaves it would have grown (its quota: a node's share of the tree's width^depth leaves), and the tree starts that
+many more first branches from the prompt. Without it, such a tree simply has fewer leaves (and costs less).
+
 A budget (`max_tokens`, `max_tool_calls`) makes a tree comparable with flat episodes at equal cost: once a tree's
 episodes have generated that much in all (a shared prefix counted once), it forks no more, and the episodes that
 are running play to their ends.
@@ -37,6 +41,7 @@ class TreeShape:
         max_branch_points: forks along one path at most, with `every` or `entropy`.
         max_tokens: the tree forks no more once its episodes generated this many tokens (None: no budget).
         max_tool_calls: the same in tool calls.
+        fill: hand the leaves an episode that ended early would have grown back to the tree (needs a branch at 0).
     """
 
     branch_turns: tuple[int, ...] = ()
@@ -47,6 +52,7 @@ class TreeShape:
     max_branch_points: int = 2
     max_tokens: int | None = None
     max_tool_calls: int | None = None
+    fill: bool = False
 
     def __post_init__(self) -> None:
         turns = self.branch_turns
@@ -60,6 +66,8 @@ class TreeShape:
                 "a tree needs exactly one rule of where to branch: branch_turns, every or entropy "
                 f"(got {rules} of them)"
             )
+        if self.fill and turns[:1] != (0,):
+            raise UserError(f"a tree that fills starts new branches from the prompt: it must branch at 0, not {turns}")
 
     @classmethod
     def of(cls, tree: TreeConfig) -> TreeShape:
@@ -73,6 +81,7 @@ class TreeShape:
             tree.max_branch_points,
             tree.max_tokens,
             tree.max_tool_calls,
+            tree.fill,
         )
 
     @property
@@ -84,6 +93,10 @@ class TreeShape:
     def leaves(self) -> int:
         """Leaves of a tree whose episodes all branch as often as they may."""
         return self.width**self.depth
+
+    def capacity(self, taken: tuple[int, ...]) -> int:
+        """Leaves an episode that forked at the turns `taken` can still grow into."""
+        return self.width ** (self.depth - len(taken))
 
     def branches_here(self, traj: Trajectory, taken: tuple[int, ...]) -> bool:
         """Whether the episode of `traj`, which forked at the turn counts `taken` so far, forks now."""

@@ -75,3 +75,19 @@ def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_
     assert all(1.0 <= s["train/tree_leaves_per_tree"] <= 2.0 for s in steps)
     for leaf in leaves(tmp_path, 2):  # the saved leaves carry their nodes' advantages (the viewer draws them)
         assert len(leaf.metadata["tree"]["node_advantages"]) == len(leaf.metadata["tree"]["path"]) + 1
+
+
+def test_a_filled_tree_has_flats_four_episodes_a_prompt(hf_server_url, tmp_path):
+    """Untrained, many first replies answer without calling the tool and end the episode before the fork after
+    turn 1: `fill` starts new first branches for them, so every tree still has 4 leaves."""
+    fill = ["rollout.n=1", "rollout.tree.branch_turns=[0,1]", "rollout.tree.fill=true", "trainer.steps=1"]
+    steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2", "trainer.advantage=tree_grpo", *fill)
+    assert [s["train/tree_leaves_per_tree"] for s in steps] == [4.0]
+    trees: dict[str, list[Trajectory]] = defaultdict(list)
+    for leaf in leaves(tmp_path, 1):
+        trees[leaf.metadata["tree"]["id"]].append(leaf)
+    assert len(trees) == 2  # data.batch_size prompts x one tree
+    for tree in trees.values():
+        assert len({tuple(leaf.metadata["tree"]["path"]) for leaf in tree}) == 4
+        assert all(leaf.metadata["tree"]["branch_turns"][0] == 0 for leaf in tree)
+    assert any(leaf.metadata["tree"]["path"][0] >= 2 for tree in trees.values() for leaf in tree)  # branches added
