@@ -79,6 +79,14 @@ def _run_in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     return asyncio.get_running_loop().run_in_executor(thread_pool("agentrl-sandbox"), fn, *args)
 
 
+def _close_orphans(forking: asyncio.Future[list[DockerSandbox]]) -> None:
+    """Close the sandboxes of a fork whose caller was cancelled (Ctrl-C, a timeout) while the thread made them."""
+    if forking.cancelled() or forking.exception() is not None:
+        return
+    for child in forking.result():
+        thread_pool("agentrl-sandbox").submit(child.close_sync)
+
+
 class DockerSandbox(Sandbox):
     """A sandbox in one locked-down container; build it with `DockerSandbox.create(...)`.
 
@@ -333,7 +341,12 @@ class DockerSandbox(Sandbox):
     # -- forks ----------------------------------------------------------------------------------------------
 
     async def fork(self, n: int) -> list[Sandbox]:
-        return list(await _run_in_thread(self.fork_sync, n))
+        forking = _run_in_thread(self.fork_sync, n)
+        try:
+            return list(await asyncio.shield(forking))
+        except asyncio.CancelledError:  # the thread goes on forking: close what it makes, not at exit but now
+            forking.add_done_callback(_close_orphans)
+            raise
 
     async def prepare_forks(self, n: int) -> None:
         """Start `n` containers of this sandbox's image and options in the background, for the next `fork` to fill

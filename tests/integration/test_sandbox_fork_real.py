@@ -107,3 +107,22 @@ async def test_a_fork_fills_the_containers_prepared_ahead(task, docker_client, n
         await parent.close()
     unused = prepared[1].id
     assert not docker_client.containers.list(all=True, filters={"id": unused}), "an unused prepared container was left"
+
+
+async def test_a_fork_cancelled_midway_leaves_no_container(sandbox_base_image, docker_client, no_leftovers):
+    """Ctrl-C or a timeout while the containers of a fork are being made: they are closed once made, not at exit."""
+    parent = await DockerSandbox.create(sandbox_base_image, run_id="fork-test", task_image=True)
+    try:
+        forking = asyncio.ensure_future(parent.fork(2))
+        await asyncio.sleep(0.3)  # the commit is under way
+        forking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await forking
+        for _ in range(100):  # the fork's thread finishes, then its containers are removed
+            mine = docker_client.containers.list(all=True, filters={"label": "agentrl.run=fork-test"})
+            if [c.id for c in mine] == [parent.id]:
+                break
+            await asyncio.sleep(0.2)
+        assert [c.id for c in mine] == [parent.id]
+    finally:
+        await parent.close()
