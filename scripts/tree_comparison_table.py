@@ -19,7 +19,7 @@ def run_row(run: Path, reach: float) -> tuple[str, list[float], float, float | N
     tokens = {r["step"]: r["rollout/generated_tokens"] for r in rows if "rollout/generated_tokens" in r}
     reached = next((step for step, rate in success if rate >= reach), None)
     spent = None if reached is None else sum(t for step, t in tokens.items() if step <= reached)
-    minutes = max(r.get("perf/wall_s", 0.0) for r in rows) / 60  # seconds since training started
+    minutes = max((r.get("perf/wall_s", 0.0) for r in rows), default=0.0) / 60  # seconds since training started
     mean = sum(tokens.values()) / max(len(tokens), 1)
     return run.name, [rate for _, rate in success], mean, spent, minutes
 
