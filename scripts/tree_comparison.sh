@@ -13,6 +13,7 @@
 set -euo pipefail
 out_root=$1; shift
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
+trees=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2)  # one tree a prompt, 4 leaves
 for seed in "$@"; do
   for arm in ${ARMS:-gigpo grpo tree}; do
     dir="$out_root/$arm-seed$seed"
@@ -20,11 +21,11 @@ for seed in "$@"; do
     case $arm in
       gigpo) args=(trainer.advantage=gigpo) ;;
       grpo) args=(trainer.advantage=grpo) ;;
-      tree) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2
-                  trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;  # GiGPO's, not tree_grpo's
-      treefill) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2
-                      rollout.tree.fill=true trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group) ;;
-      treegigpo) args=(trainer.advantage=gigpo rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2) ;;
+      tree) args=(trainer.advantage=tree_grpo "${trees[@]}" trainer.gigpo_step_weight=1
+                  trainer.gigpo_anchor_scope=group) ;;  # GiGPO's settings back to defaults: not tree_grpo's
+      treefill) args=(trainer.advantage=tree_grpo "${trees[@]}" rollout.tree.fill=true trainer.gigpo_step_weight=1
+                      trainer.gigpo_anchor_scope=group) ;;
+      treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"
