@@ -8,11 +8,15 @@
 # `treegigpo`: the same trees credited by GiGPO (a fork's children share their anchor state exactly).
 # `treefill`: the tree arm with `rollout.tree.fill`: an episode that ends at its first turn hands its second leaf
 # back and the tree starts another first branch, so a tree always has flat's 4 leaves a prompt.
+# `treeeq`: filled trees at about flat's generated tokens a step: one tree a prompt, 3 first turns each forked
+# into 3 after it (up to 9 leaves), no longer forking once the tree generated TREE_TOKENS (`rollout.tree.max_tokens`;
+# defaults near flat's tokens a prompt a step: gym ~21, tool_use ~180, less what the running episodes add after it).
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
 # Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
 out_root=$1; shift
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
+case ${RECIPE:-gym} in tool_use) eq_tokens=100 ;; *) eq_tokens=6 ;; esac  # `treeeq`'s budget a tree
 trees=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2)  # one tree a prompt, 4 leaves
 for seed in "$@"; do
   for arm in ${ARMS:-gigpo grpo tree}; do
@@ -25,6 +29,9 @@ for seed in "$@"; do
                   trainer.gigpo_anchor_scope=group) ;;  # GiGPO's settings back to defaults: not tree_grpo's
       treefill) args=(trainer.advantage=tree_grpo "${trees[@]}" rollout.tree.fill=true trainer.gigpo_step_weight=1
                       trainer.gigpo_anchor_scope=group) ;;
+      treeeq) args=(trainer.advantage=tree_grpo "${trees[@]}" rollout.tree.width=3 rollout.tree.fill=true
+                    rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}" trainer.gigpo_step_weight=1
+                    trainer.gigpo_anchor_scope=group) ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
