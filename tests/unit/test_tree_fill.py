@@ -56,6 +56,15 @@ def test_a_filled_tree_keeps_its_leaves_where_episodes_end_early(tokenizer) -> N
         assert first == sorted(tuple(leaf.token_ids) for leaf in leaves)
 
 
+def test_a_wider_filled_tree_keeps_width_squared_leaves(tokenizer) -> None:
+    wide = TreeShape(branch_turns=(0, 1), width=3, fill=True)  # the `treeeq` arm's shape, without its budget
+    for seed in range(8):
+        leaves = play(wide, tokenizer, seed)
+        assert len(leaves) == 9
+        assert len({tuple(leaf.metadata["tree"]["path"]) for leaf in leaves}) == 9
+        assert len({leaf.turn_states[0] for leaf in leaves}) == 1
+
+
 def test_added_first_branches_are_siblings_at_the_root_for_credit(tokenizer) -> None:
     trees = [play(FILLED, tokenizer, seed) for seed in range(12)]
     leaves = next(leaves for leaves in trees if any(_first(leaf) >= 2 for leaf in leaves))
