@@ -19,6 +19,8 @@ out_root=$1; shift
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
 case ${RECIPE:-gym} in tool_use) eq_tokens=100 ;; *) eq_tokens=6 ;; esac  # `treeeq`'s budget a tree
 trees=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2)  # one tree a prompt, 4 leaves
+# tree_grpo with GiGPO's settings back to their defaults (the recipe's are GiGPO's, not tree_grpo's)
+tree_grpo=(trainer.advantage=tree_grpo "${trees[@]}" trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group)
 for seed in "$@"; do
   for arm in ${ARMS:-gigpo grpo tree}; do
     dir="$out_root/$arm-seed$seed"
@@ -26,13 +28,10 @@ for seed in "$@"; do
     case $arm in
       gigpo) args=(trainer.advantage=gigpo) ;;
       grpo) args=(trainer.advantage=grpo) ;;
-      tree) args=(trainer.advantage=tree_grpo "${trees[@]}" trainer.gigpo_step_weight=1
-                  trainer.gigpo_anchor_scope=group) ;;  # GiGPO's settings back to defaults: not tree_grpo's
-      treefill) args=(trainer.advantage=tree_grpo "${trees[@]}" rollout.tree.fill=true trainer.gigpo_step_weight=1
-                      trainer.gigpo_anchor_scope=group) ;;
-      treeeq) args=(trainer.advantage=tree_grpo "${trees[@]}" rollout.tree.width=3 rollout.tree.fill=true
-                    rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}" trainer.gigpo_step_weight=1
-                    trainer.gigpo_anchor_scope=group) ;;
+      tree) args=("${tree_grpo[@]}") ;;
+      treefill) args=("${tree_grpo[@]}" rollout.tree.fill=true) ;;
+      treeeq) args=("${tree_grpo[@]}" rollout.tree.width=3 rollout.tree.fill=true
+                    rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}") ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
