@@ -1,42 +1,81 @@
-"""The tree comparison's runs as a table: `python scripts/tree_comparison_table.py OUT_ROOT [REACH]` prints, for each
-`<arm>-seed<S>` run that `scripts/tree_comparison.sh` wrote, its held-out success at every evaluation, its
-generated tokens a step (`rollout/generated_tokens`: a tree's shared prefix counted once), the generated tokens it
-spent before its first evaluation at or above REACH (default 0.8: cost to learn, the figure to compare at equal
-cost) and its wall time, as Markdown rows, then each arm's last evaluation as min-max over its seeds."""
+"""The tree comparison's runs as a table: `python scripts/tree_comparison_table.py OUT_ROOT [REACH [BASE_ARM]]`
+prints, for each `<arm>-seed<S>` run that `scripts/tree_comparison.sh` wrote, its held-out success at every
+evaluation, its generated tokens a step (`rollout/generated_tokens`: a tree's shared prefix counted once) and in all,
+the generated tokens it spent before its first evaluation at or above REACH (default 0.8: cost to learn, the figure
+to compare at equal cost) and its wall time, as Markdown rows; then each arm's last evaluation as min-max over its
+seeds and, with BASE_ARM (e.g. gigpo), its tokens in all as a ratio to BASE_ARM's run of the same seed (equal cost
+is 1.0). OUT_ROOT:OTHER_ROOT reads the runs of both; those of OTHER_ROOT are named OTHER_ROOT's folder name/run."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def run_row(run: Path, reach: float) -> tuple[str, list[float], float, float | None, float]:
-    """(run name, held-out success at each evaluation, mean generated tokens a step, generated tokens spent before
-    the first evaluation at or above `reach` (None: never), minutes)."""
+@dataclass
+class Run:
+    name: str
+    success: list[float]  # held-out success at each evaluation
+    tokens: list[float]  # generated tokens at each step
+    spent: float | None  # generated tokens before the first evaluation at or above `reach` (None: never)
+    minutes: float
+
+    @property
+    def arm(self) -> str:
+        return self.name.split("-seed")[0]
+
+    @property
+    def seed(self) -> str:
+        return self.name.split("-seed")[1]
+
+
+def read_run(run: Path, reach: float, prefix: str = "") -> Run:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     success = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
     tokens = {r["step"]: r["rollout/generated_tokens"] for r in rows if "rollout/generated_tokens" in r}
     reached = next((step for step, rate in success if rate >= reach), None)
     spent = None if reached is None else sum(t for step, t in tokens.items() if step <= reached)
     minutes = max((r.get("perf/wall_s", 0.0) for r in rows), default=0.0) / 60  # seconds since training started
-    mean = sum(tokens.values()) / max(len(tokens), 1)
-    return run.name, [rate for _, rate in success], mean, spent, minutes
+    return Run(prefix + run.name, [rate for _, rate in success], list(tokens.values()), spent, minutes)
 
 
-def main(root: Path, reach: float) -> None:
-    last: dict[str, list[float]] = {}
-    print(f"| run | held-out success at each evaluation | generated tokens a step | tokens to {reach} | minutes |")
-    print("|---|---|---|---|---|")
-    for run in sorted(p for p in root.iterdir() if (p / "metrics.jsonl").is_file()):
-        name, success, tokens, spent, minutes = run_row(run, reach)
-        cost = "never" if spent is None else f"{spent:.0f}"
-        print(f"| {name} | {' '.join(f'{s:.2f}' for s in success)} | {tokens:.0f} | {cost} | {minutes:.1f} |")
-        if success:
-            last.setdefault(name.split("-seed")[0], []).append(success[-1])
-    for arm, values in last.items():
-        print(f"{arm}: last evaluation {min(values):.2f}-{max(values):.2f} over {len(values)} seeds")
+def main(roots: list[Path], reach: float, base_arm: str | None) -> None:
+    runs = [
+        read_run(run, reach, f"{root.name}/" if i else "")
+        for i, root in enumerate(roots)
+        for run in sorted(root.iterdir())
+        if (run / "metrics.jsonl").is_file()
+    ]
+    print(
+        f"| run | held-out success at each evaluation | tokens a step | tokens in all | tokens to {reach} | minutes |"
+    )
+    print("|---|---|---|---|---|---|")
+    for run in runs:
+        cost = "never" if run.spent is None else f"{run.spent:.0f}"
+        mean = sum(run.tokens) / max(len(run.tokens), 1)
+        rates = " ".join(f"{s:.2f}" for s in run.success)
+        print(f"| {run.name} | {rates} | {mean:.0f} | {sum(run.tokens):.0f} | {cost} | {run.minutes:.1f} |")
+    arms = dict.fromkeys(run.arm for run in runs)
+    for arm in arms:
+        last = [run.success[-1] for run in runs if run.arm == arm and run.success]
+        if last:
+            print(f"{arm}: last evaluation {min(last):.2f}-{max(last):.2f} over {len(last)} seeds")
+    if base_arm:
+        base = {run.seed: run.tokens for run in runs if run.arm == base_arm and run.tokens}
+        for arm in arms:  # a pair of runs with different step counts (one still running) is left out
+            pairs = [(r.tokens, base[r.seed]) for r in runs if r.arm == arm and r.seed in base]
+            ratios = [sum(mine) / sum(theirs) for mine, theirs in pairs if len(mine) == len(theirs)]
+            if arm != base_arm and ratios:
+                spread = " ".join(f"{x:.2f}" for x in ratios)
+                print(f"{arm}: tokens in all / {base_arm}'s, seed by seed: {spread}")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.8)
+    args = sys.argv[1:]
+    main(
+        [Path(p) for p in args[0].split(":")],
+        float(args[1]) if len(args) > 1 else 0.8,
+        args[2] if len(args) > 2 else None,
+    )
