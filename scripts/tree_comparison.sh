@@ -12,6 +12,8 @@
 # into 3 after it (up to 9 leaves), no longer forking once the tree generated TREE_TOKENS (`rollout.tree.max_tokens`;
 # defaults chosen so that, with what the running episodes add after the last fork, a tree spends about flat's tokens
 # a prompt a step: gym ~21, tool_use ~180; measured 0.8-1.4x and 1.15x).
+# `treeeqw`: treeeq with `trainer.tree_prefix_weight=leaves`: a turn shared by k leaves is trained once at k times
+# its advantage (the paper's weight), so a tree's first turns weigh what flat's episodes' first turns weigh.
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
 # Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
@@ -32,6 +34,8 @@ for seed in "$@"; do
       treefill) args=("${tree_grpo[@]}" rollout.tree.fill=true) ;;
       treeeq) args=("${tree_grpo[@]}" rollout.tree.width=3 rollout.tree.fill=true
                     rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}") ;;
+      treeeqw) args=("${tree_grpo[@]}" rollout.tree.width=3 rollout.tree.fill=true
+                     rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}" trainer.tree_prefix_weight=leaves) ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \

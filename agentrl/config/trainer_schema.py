@@ -87,6 +87,11 @@ class TrainerConfig(_Section):
     tree_inter_weight: float = Field(
         1.0, ge=0, description="tree_grpo: weight of the inter-tree term (a node against every leaf of its prompt)"
     )
+    tree_prefix_weight: Literal["once", "leaves"] = Field(
+        "once",
+        description="tree_grpo: a turn shared by several leaves is trained once, at weight one (once), or at the "
+        "number of leaves below it (leaves: the paper's weight, as if each leaf trained it)",
+    )
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
     ppo_mini_batches: int = Field(
         1, ge=1, description="optimizer steps per batch, each on a 1/N share of its trajectories (PPO mini-batches)"

@@ -72,7 +72,7 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
 
 def turn_options(cfg: TrainerConfig, estimator: Any) -> dict[str, Any]:
     """The keywords of `cfg` that a per-turn estimator accepts (`discount`, `step_weight`, `anchor_scope`,
-    `step_norm`).
+    `step_norm`, `intra_weight`, `inter_weight`, `prefix_weight`).
 
     A user's estimator written before a keyword existed still runs: keywords it does not take are left out, unless
     the config sets them away from their default, which that estimator would silently ignore.
@@ -87,6 +87,7 @@ def turn_options(cfg: TrainerConfig, estimator: Any) -> dict[str, Any]:
         "step_weight": ("gigpo_step_weight", cfg.gigpo_step_weight),
         "anchor_scope": ("gigpo_anchor_scope", cfg.gigpo_anchor_scope),
         "step_norm": ("gigpo_step_norm", cfg.gigpo_step_norm),
+        "prefix_weight": ("tree_prefix_weight", cfg.tree_prefix_weight),
     }
     params = inspect.signature(estimator).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

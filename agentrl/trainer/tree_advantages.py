@@ -19,7 +19,11 @@ the same state.
 Shared-prefix tokens are trained once, with their node's advantage, rather than once per leaf (as the paper does,
 which weights a prefix by its number of leaves). For the inter-tree term the two agree up to that weight: V(n) is
 the mean of the leaves below n, so A_inter(n) is the mean of their A_inter. Training a prefix once keeps every
-generated token at weight one in the batch, whatever the tree's shape.
+generated token at weight one in the batch, whatever the tree's shape. `prefix_weight="leaves"`
+(`trainer.tree_prefix_weight=leaves`) gives the paper's weighting instead, still computing the prefix once: its
+advantage is multiplied by the number of leaves below it, which for a clipped policy loss is the gradient of
+training it once per leaf (up to token-mean's denominator, which counts its tokens once). A turn shared by k leaves
+then weighs what it weighs in k flat episodes.
 """
 
 from __future__ import annotations
@@ -149,12 +153,14 @@ def tree_grpo_advantage(
     intra_weight: float = 1.0,
     inter_weight: float = 1.0,
     step_norm: Literal["std", "none"] = "std",
+    prefix_weight: Literal["once", "leaves"] = "once",
     eps: float = DEFAULT_EPS,
 ) -> TurnAdvantages:
     """`trainer.advantage=tree_grpo`: each turn of a tree rollout's leaf gets the Tree-GRPO advantage of the node it
     belongs to (`tree_grpo_advantages`; `trainer.tree_intra_weight`, `trainer.tree_inter_weight`, and
     `trainer.gigpo_step_norm` as the normalization). A turn before a branch point belongs to the inner node all the
-    leaves below share: one leaf trains it (the first by path), the others leave it untrained.
+    leaves below share: one leaf trains it (the first by path), the others leave it untrained; with
+    `prefix_weight="leaves"` (`trainer.tree_prefix_weight`) its advantage is multiplied by that number of leaves.
 
     Each leaf's `metadata["tree"]["node_advantages"]` records the advantage of every node on its path, root first
     (the viewer draws them). Metric: `train/tree_leaves_per_tree`.
@@ -179,13 +185,24 @@ def tree_grpo_advantage(
         tree["node_advantages"] = [
             advantage[(tree["id"], tuple(tree["path"][:d]))] for d in range(len(tree["path"]) + 1)
         ]
+    weight = _leaves_below(episodes) if prefix_weight == "leaves" else defaultdict(lambda: 1)
     per_turn, untrained = [], []
     for index, episode in enumerate(episodes):
         keys = [_node_of(episode, turn) for turn in range(episode.num_turns)]
-        per_turn.append(torch.tensor([advantage[k] for k in keys], dtype=torch.float32))
+        per_turn.append(torch.tensor([advantage[k] * weight[k] for k in keys], dtype=torch.float32))
         untrained.append([turn for turn, key in enumerate(keys) if owners[key] != index])
     trees = {e.tree["id"] for e in episodes}  # type: ignore[index]
     return TurnAdvantages(per_turn, {"train/tree_leaves_per_tree": len(episodes) / max(len(trees), 1)}, untrained)
+
+
+def _leaves_below(episodes: Sequence[TurnEpisode]) -> dict[tuple[str, tuple[int, ...]], int]:
+    """How many leaves (episodes) lie below each node: one per node on an episode's path."""
+    count: dict[tuple[str, tuple[int, ...]], int] = defaultdict(int)
+    for episode in episodes:
+        tree = episode.tree or {}
+        for depth in range(len(tree["path"]) + 1):
+            count[(tree["id"], tuple(tree["path"][:depth]))] += 1
+    return count
 
 
 def _node_of(episode: TurnEpisode, turn: int) -> tuple[str, tuple[int, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 import re
@@ -365,6 +366,31 @@ def test_tree_grpo_credits_each_turn_with_its_node_and_trains_a_shared_prefix_on
         assert all(a == 0 for a, t in zip(row_adv.tolist(), trained, strict=True) if not t)
         path = tuple(row.metadata["tree"]["path"])
         assert round(float(row_adv[-2]), 5) == round(expected[(tree_id, path)], 5)  # the leaf's last reply
+
+
+def test_tree_prefix_weight_leaves_trains_a_shared_turn_as_every_leaf_below_it_would(tokenizer) -> None:
+    ctx = context(tokenizer, SeededPolicy(tokenizer))
+    env = EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": False}, max_steps=12)
+    leaves = asyncio.run(
+        run_tree(GymAgentLoop(AGENT, env=env), ctx.sample, ctx, TreeShape(branch_turns=(1, 2), width=2))
+    )
+    for leaf, reward in zip(leaves, (1.0, 0.0, 0.0, 0.0), strict=True):
+        leaf.reward = reward
+        leaf.turn_rewards = [0.0] * (leaf.num_turns_in_all_steps() - 1) + [reward]
+    expected = tree_grpo_advantages(tree_nodes(leaves))
+    # the paper's gradient: every leaf trains every turn on its path with its node's advantage
+    per_leaf = 0.0
+    for leaf in leaves:
+        tree = leaf.metadata["tree"]
+        for turn, segment in enumerate(_turns(leaf)):
+            depth = sum(1 for branch in tree["branch_turns"] if branch <= turn)
+            per_leaf += abs(expected[(tree["id"], tuple(tree["path"][:depth]))]) * len(segment.token_ids)
+    once = row_advantages(TrainerConfig(advantage="tree_grpo"), copy.deepcopy(leaves))
+    weighted = row_advantages(TrainerConfig(advantage="tree_grpo", tree_prefix_weight="leaves"), leaves)
+    assert sum(float(adv.abs().sum()) for adv in weighted.tokens) == pytest.approx(per_leaf)
+    assert sum(float(adv.abs().sum()) for adv in once.tokens) < per_leaf - 1  # its mid nodes weigh 1, not 2
+    for row_once, row_weighted in zip(once.tokens, weighted.tokens, strict=True):
+        assert set((row_weighted[row_once != 0] / row_once[row_once != 0]).round().tolist()) <= {1.0, 2.0}
 
 
 def test_tree_grpo_refuses_episodes_played_alone(tokenizer) -> None:
