@@ -23,6 +23,8 @@ case ${RECIPE:-gym} in tool_use) eq_tokens=100 ;; *) eq_tokens=6 ;; esac  # `tre
 trees=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2)  # one tree a prompt, 4 leaves
 # tree_grpo with GiGPO's settings back to their defaults (the recipe's are GiGPO's, not tree_grpo's)
 tree_grpo=(trainer.advantage=tree_grpo "${trees[@]}" trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group)
+# `treeeq`'s trees: 3 first turns each forked into 3, filled, no forks once the tree spent its budget
+eq_trees=(rollout.tree.width=3 rollout.tree.fill=true rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}")
 for seed in "$@"; do
   for arm in ${ARMS:-gigpo grpo tree}; do
     dir="$out_root/$arm-seed$seed"
@@ -32,10 +34,8 @@ for seed in "$@"; do
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=("${tree_grpo[@]}") ;;
       treefill) args=("${tree_grpo[@]}" rollout.tree.fill=true) ;;
-      treeeq) args=("${tree_grpo[@]}" rollout.tree.width=3 rollout.tree.fill=true
-                    rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}") ;;
-      treeeqw) args=("${tree_grpo[@]}" rollout.tree.width=3 rollout.tree.fill=true
-                     rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}" trainer.tree_prefix_weight=leaves) ;;
+      treeeq) args=("${tree_grpo[@]}" "${eq_trees[@]}") ;;
+      treeeqw) args=("${tree_grpo[@]}" "${eq_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
