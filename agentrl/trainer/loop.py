@@ -30,7 +30,7 @@ from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch, empty_count
 from agentrl.trainer.exactness import exactness_breaches, exactness_problems, truncation_warning
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
-from agentrl.trainer.preflight import validate_run
+from agentrl.trainer.preflight import untrained_root_warning, validate_run
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
 from agentrl.types import Trajectory
@@ -52,8 +52,9 @@ def prepare_config(cfg: AgentRLConfig, *, checked: bool = False) -> AgentRLConfi
     problems = exactness_problems(cfg)
     if problems:
         raise ConfigError(problems)
-    if warning := truncation_warning(cfg):
-        print(warning, flush=True)
+    for warning in (truncation_warning(cfg), untrained_root_warning(cfg)):
+        if warning:
+            print(warning, flush=True)
     t = cfg.trainer
     if t.mode in ("async", "fully_async") and t.stale_samples == "correct" and t.tis_cap is None:
         cfg = cfg.model_copy(deep=True)

@@ -87,6 +87,25 @@ def trainer_problems(cfg: AgentRLConfig) -> list[str]:
     return problems
 
 
+def untrained_root_warning(cfg: AgentRLConfig) -> str | None:
+    """One line when `tree_grpo` can only give the turns before a tree's first fork advantage 0, else None.
+
+    Those turns are the tree's root: it has no siblings (intra-tree term 0), and its value is the mean of all its
+    leaves, which with one tree a prompt is the prompt's mean (inter-tree term 0)."""
+    t, tree = cfg.trainer, cfg.rollout.tree
+    if t.advantage != "tree_grpo" or not tree.enabled or tree.branch_turns[:1] == [0]:
+        return None
+    if cfg.rollout.n >= 2 and t.tree_inter_weight > 0:
+        return None
+    why = "rollout.n=1" if cfg.rollout.n < 2 else "trainer.tree_inter_weight=0"
+    return (
+        f"warning: trainer.advantage=tree_grpo with {why} and no fork before the first turn: the turns before a "
+        "tree's first fork are its root, which has nothing to be compared with, so their advantage is 0 and they are "
+        "not learned; set rollout.n=2 or more (the inter-tree term then compares the trees of a prompt) or fork at "
+        "the start too (rollout.tree.branch_turns=[0,...])"
+    )
+
+
 def turn_credit_problems(cfg: AgentRLConfig) -> list[str]:
     """A per-turn estimator needs a loop that records turn rewards, and an episode reward that is their sum."""
     name = cfg.trainer.advantage

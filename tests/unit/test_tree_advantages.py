@@ -6,7 +6,9 @@ import math
 
 import pytest
 
+from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
+from agentrl.trainer.preflight import untrained_root_warning
 from agentrl.trainer.tree_advantages import TreeNode, tree_grpo_advantages
 
 S = math.sqrt(0.5)  # the unbiased std of {1, 0}: a pair differing by 1 normalizes to ±1/(2·S) = ±S
@@ -56,3 +58,19 @@ def test_malformed_trees_are_refused() -> None:
         tree_grpo_advantages([TreeNode("r", None, "p", 1.0), TreeNode("x", "r", "p", 1.0)])
     with pytest.raises(UserError, match="parent 'nope'"):
         tree_grpo_advantages([TreeNode("x", "nope", "p", 1.0)])
+
+
+def test_a_run_whose_tree_roots_always_get_advantage_zero_is_warned_of_at_start() -> None:
+    def warning(n: int, tree: dict, **trainer) -> str | None:
+        rollout = {"n": n, "tree": tree}
+        return untrained_root_warning(AgentRLConfig.model_validate({"rollout": rollout, "trainer": {
+            "advantage": "tree_grpo", **trainer}}))  # fmt: skip
+
+    assert tree_grpo_advantages(one_tree())["r"] == 0.0  # one tree a prompt: its root is compared with nothing
+    line = warning(1, {"branch_turns": [1, 3]})
+    assert line is not None and "\n" not in line and "rollout.n=1" in line and "branch_turns=[0,...]" in line
+    assert "rollout.n=1" in (warning(1, {"every": 2}) or "")  # every / entropy fork after a turn, never before
+    assert "tree_inter_weight=0" in (warning(2, {"branch_turns": [1]}, tree_inter_weight=0.0) or "")
+    assert warning(2, {"branch_turns": [1, 3]}) is None  # the inter-tree term compares the prompt's trees
+    assert warning(1, {"branch_turns": [0, 1]}) is None  # the root has no turns
+    assert untrained_root_warning(AgentRLConfig.model_validate({"rollout": {"n": 1}})) is None  # no tree_grpo
