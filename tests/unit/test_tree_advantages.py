@@ -8,6 +8,7 @@ import pytest
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
+from agentrl.trainer.loop import prepare_config
 from agentrl.trainer.preflight import untrained_root_warning
 from agentrl.trainer.tree_advantages import TreeNode, tree_grpo_advantages
 
@@ -60,7 +61,7 @@ def test_malformed_trees_are_refused() -> None:
         tree_grpo_advantages([TreeNode("x", "nope", "p", 1.0)])
 
 
-def test_a_run_whose_tree_roots_always_get_advantage_zero_is_warned_of_at_start() -> None:
+def test_a_run_whose_tree_roots_always_get_advantage_zero_is_warned_of_at_start(capsys) -> None:
     def warning(n: int, tree: dict, **trainer) -> str | None:
         rollout = {"n": n, "tree": tree}
         return untrained_root_warning(AgentRLConfig.model_validate({"rollout": rollout, "trainer": {
@@ -74,3 +75,7 @@ def test_a_run_whose_tree_roots_always_get_advantage_zero_is_warned_of_at_start(
     assert warning(2, {"branch_turns": [1, 3]}) is None  # the inter-tree term compares the prompt's trees
     assert warning(1, {"branch_turns": [0, 1]}) is None  # the root has no turns
     assert untrained_root_warning(AgentRLConfig.model_validate({"rollout": {"n": 1}})) is None  # no tree_grpo
+    run = {"rollout": {"n": 1, "tree": {"branch_turns": [2]}}, "agent": {"name": "tool_agent"},
+           "tools": [{"class": "calculator"}], "trainer": {"advantage": "tree_grpo"}}  # fmt: skip
+    prepare_config(AgentRLConfig.model_validate(run))
+    assert "their advantage is 0 and they are not learned" in capsys.readouterr().out  # what `agentrl train` prints
