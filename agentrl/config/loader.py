@@ -117,7 +117,8 @@ def _load_yaml(path: Path) -> Any:
 
 def _resolve_data_paths(merged: dict[str, Any], recipe_dir: Path) -> None:
     """Data files named relative to a recipe are found inside the recipe folder; so is a loop option naming a
-    Python file or a folder there (`agent.kwargs.env_id: env.py`, `agent.kwargs.env_dir: echo_word`)."""
+    Python file or a folder there (`agent.kwargs.env_id: env.py`, `agent.kwargs.env_dir: echo_word`), and a tool
+    in a Python file there (`tools: [{class: tools.py:lookup}]`)."""
     data = merged.get("data")
     if isinstance(data, dict):
         for key in ("train_files", "eval_files"):
@@ -131,6 +132,20 @@ def _resolve_data_paths(merged: dict[str, Any], recipe_dir: Path) -> None:
             names_a_path = isinstance(value, str) and (value.endswith(".py") or key.endswith("_dir"))
             if names_a_path and (recipe_dir / value).exists():
                 kwargs[key] = _relative_to(value, recipe_dir)
+    for spec in merged.get("tools") or []:
+        if isinstance(spec, dict) and "class" in spec:
+            spec["class"] = _recipe_file_object(spec.get("class"), recipe_dir)
+
+
+def _recipe_file_object(path: Any, recipe_dir: Path) -> Any:
+    """`tools.py:lookup` names a file beside the recipe when there is one (else it stays relative to the working
+    directory)."""
+    if not isinstance(path, str) or ".py:" not in path:
+        return path
+    file, _, attr = path.rpartition(":")
+    if Path(file).is_absolute() or not (recipe_dir / file).exists():
+        return path
+    return f"{recipe_dir / file}:{attr}"
 
 
 def _relative_to(name: Any, base: Path) -> Any:

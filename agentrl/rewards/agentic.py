@@ -13,12 +13,13 @@ _TAIL = 2000
 def tool_counts(inp: RewardInput) -> tuple[dict[str, int], int]:
     """Calls per tool name, and failed calls, read from the trajectory.
 
-    Calls are the tool messages (one per executed call, named by the tool). Errors come from the tool set's
-    `tool/errors` metric when the loop recorded it, else from tool messages that start with "Error".
+    Calls are the tool messages after the prompt (one per executed call, named by the tool; a prompt's worked
+    examples are not the agent's calls). Errors come from the tool set's `tool/errors` metric when the loop
+    recorded it, else from those tool messages that start with "Error".
     """
     calls: dict[str, int] = {}
     errors = 0
-    for message in inp.trajectory.messages:
+    for message in inp.agent_messages:
         if message.role == "tool":
             calls[message.name or ""] = calls.get(message.name or "", 0) + 1
             errors += message_text(message).lstrip().startswith("Error")
@@ -75,8 +76,8 @@ def uses_tool_result(inp: RewardInput, tool: str | None = None) -> RewardResult:
 
 
 def _tool_results(inp: RewardInput, tool: str | None) -> list[str]:
-    """The texts of the trajectory's tool messages (of `tool`) that are not errors."""
-    texts = [message_text(m) for m in inp.trajectory.messages if m.role == "tool" and (tool is None or m.name == tool)]
+    """The texts of the agent's tool messages (of `tool`) that are not errors; a prompt's examples are not its own."""
+    texts = [message_text(m) for m in inp.agent_messages if m.role == "tool" and (tool is None or m.name == tool)]
     return [text for text in texts if not text.lstrip().startswith("Error")]
 
 

@@ -73,6 +73,24 @@ class RewardInput:
         return list(self.sample.prompt)
 
     @property
+    def agent_messages(self) -> list[Message]:
+        """The trajectory's messages after the prompt: what the agent did and what its tools returned.
+
+        A prompt can hold worked examples with tool calls and results of their own; those are not the agent's.
+        """
+        messages = self.trajectory.messages
+        prompt = self.sample.prompt
+        if not prompt:
+            return list(messages)
+        last = prompt[-1]
+        # the loop may put a system prompt (or other setup) before the sample's prompt, so search a little further
+        for i in range(min(len(messages), len(prompt) + 2)):
+            same = messages[i].role == last.role and message_text(messages[i]) == message_text(last)
+            if same and i + 1 >= len(prompt):
+                return list(messages[i + 1 :])
+        return list(messages)
+
+    @property
     def question(self) -> str:
         """The prompt as plain text: its user messages joined (all messages when it has no user message)."""
         users = [message_text(m) for m in self.sample.prompt if m.role == "user"]

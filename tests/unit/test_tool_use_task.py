@@ -10,7 +10,7 @@ from agentrl.tools.registry import TOOLS
 from agentrl.tools.toolset import ToolSet
 from agentrl.trainer.loop import eval_metrics
 from agentrl.trainer.metrics import tool_use_metrics
-from agentrl.types import Trajectory
+from agentrl.types import Message, Sample, Trajectory
 from tests.unit.test_rewards_rules_more import score, traj
 
 
@@ -85,3 +85,22 @@ def test_eval_metrics_report_each_reward_component():
     metrics = eval_metrics([a, b])
     assert metrics["eval/reward/correct"] == 0.5 and metrics["eval/reward/right_call"] == 0.5
     assert metrics["eval/success_rate"] == 0.5 and metrics["eval/tool_call_rate"] == 0.5
+
+
+def test_a_prompts_worked_examples_are_not_the_agents_own_tool_calls():
+    example = [
+        Message(role="user", content="What is 123 * 45?"),
+        Message(role="assistant", content="<tool_call>calculator</tool_call>"),
+        Message(role="tool", name="calculator", content="5535", tool_call_id="call_0"),
+        Message(role="assistant", content="123 * 45 = 5535."),
+        Message(role="user", content="What is 116 * 62?"),
+    ]
+    prompt = Sample(prompt=example, ground_truth="5535")
+    no_call = Trajectory(messages=[Message(role="system", content="Use the tool."), *example,
+                                   Message(role="assistant", content="It is 5535.")])  # fmt: skip
+    assert score({"type": "tool_use", "tool": "calculator"}, "", t=no_call, s=prompt)[0] == 0.0
+    assert score({"type": "tool_result"}, "", t=no_call, s=prompt)[0] == 0.0
+    assert score({"type": "uses_tool_result"}, "", t=no_call, s=prompt)[0] == 0.0
+    called = Trajectory(messages=[*no_call.messages[:-1], *traj("5535", tools=[("calculator", "5535")]).messages[1:]])
+    assert score({"type": "tool_use", "tool": "calculator", "max_calls": 1}, "", t=called, s=prompt)[0] == 1.0
+    assert score({"type": "tool_result"}, "", t=called, s=prompt)[0] == 1.0
