@@ -31,9 +31,11 @@ def test_the_recipe_finds_its_tool_file_beside_it_wherever_it_runs_from(tmp_path
 def test_lookup_holds_a_three_digit_entry_under_every_key_and_refuses_what_is_not_a_key():
     tools = _tools()
     first = _lookup(tools, "KQZV")
-    assert not first.is_error and 100 <= int(first.content) <= 999
+    number = first.content.split()[0]
+    assert not first.is_error and 100 <= int(number) <= 999
+    assert first.content == f"{number} (a key too: look up {number} next)"  # says where to go next
     assert _lookup(tools, " kqzv ").content == first.content  # case and spaces do not matter
-    second = _lookup(tools, first.content)  # an entry is a key too
+    second = _lookup(tools, number)  # an entry is a key too; one under a number is just the number
     assert not second.is_error and 100 <= int(second.content) <= 999
     for bad in ("KQZ", "KQZVX", "017", "12"):
         refused = _lookup(tools, bad)
@@ -47,6 +49,7 @@ def test_every_answer_is_two_lookups_away_and_held_out_keys_are_new():
     assert len(rows["eval"]) == 32 and len(rows["train"]) >= 128
     for row in rows["eval"][:4] + rows["train"][:4]:
         key = row["prompt"][-1]["content"].split()[2].rstrip(",")
-        assert row["ground_truth"] == _lookup(tools, _lookup(tools, key).content).content
+        first = _lookup(tools, key).content.split()[0]
+        assert row["ground_truth"] == _lookup(tools, first).content
     asked = [{r["prompt"][-1]["content"] for r in rows[name]} for name in ("train", "eval")]
     assert not asked[0] & asked[1]
