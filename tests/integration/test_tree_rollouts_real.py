@@ -1,19 +1,24 @@
 """Tree rollouts in training with the real model and `hf` server: two steps of the gym recipe (GiGPO, whose
-anchor states the forks make certain) and of the tool_use recipe (tree_grpo), each episode forked after its first
-turn."""
+anchor states the forks make certain) and of the tool_use recipe (tree_grpo), and one of tool_chain (two dependent
+lookups), each episode forked after its first turn."""
 
 from __future__ import annotations
 
 import gzip
 import json
 from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from agentrl.cli import main
+from agentrl.registry import import_object
+from agentrl.rewards.base import message_text
 from agentrl.types import Trajectory
 
 pytestmark = pytest.mark.integration
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
 
 def train(url: str, out, recipe: str, *overrides: str) -> list[dict]:
@@ -91,3 +96,41 @@ def test_a_filled_tree_has_flats_four_episodes_a_prompt(hf_server_url, tmp_path)
         assert len({tuple(leaf.metadata["tree"]["path"]) for leaf in tree}) == 4
         assert all(leaf.metadata["tree"]["branch_turns"][0] == 0 for leaf in tree)
     assert any(leaf.metadata["tree"]["path"][0] >= 2 for tree in trees.values() for leaf in tree)  # branches added
+
+
+def test_a_tool_chain_tree_forks_after_the_first_lookup_and_its_leaves_share_its_result(hf_server_url, tmp_path):
+    """The recipe's own `lookup` (tools.py beside it) runs in the episodes; a tree forked after the first turn gives
+    both leaves that turn's call and result, and each leaf goes on from there on its own."""
+    steps = train(hf_server_url, tmp_path, "tool_chain", "trainer.advantage=tree_grpo", "rollout.n=4",
+                  "trainer.steps=1")  # fmt: skip
+    assert [s["step"] for s in steps] == [1]
+    lookup = import_object(f"{RECIPES / 'tool_chain' / 'tools.py'}:lookup", "tool")
+    trees: dict[str, list[Trajectory]] = defaultdict(list)
+    for leaf in leaves(tmp_path, 1):
+        trees[leaf.metadata["tree"]["id"]].append(leaf)
+        assert set(leaf.reward_components) == {"correct", "right_lookup"}
+    forked = [tree for tree in trees.values() if len(tree) == 2]
+    assert forked, "no first reply called a tool (untrained, about 40% do), so no tree forked"
+    for tree in forked:
+        question, *episode = _from_question(tree[0])
+        call, result = episode[:2]
+        assert _from_question(tree[1])[:3] == [question, call, result] and result.role == "tool"
+        if not result.is_error:  # the recipe's tool answered the key the reply asked for
+            key = json.loads(call.content.split("<tool_call>")[1].split("</tool_call>")[0])["arguments"]["key"]
+            assert result.content == lookup(key)
+
+
+def _from_question(leaf: Trajectory) -> list:
+    """The leaf's last user message (the question after the worked examples) and what followed it."""
+    start = max(i for i, m in enumerate(leaf.messages) if m.role == "user")
+    return [_Said(m.role, message_text(m)) for m in leaf.messages[start:]]
+
+
+@dataclass(frozen=True)
+class _Said:
+    role: str
+    content: str
+
+    @property
+    def is_error(self) -> bool:
+        return self.content.startswith("Error")
