@@ -35,12 +35,29 @@ class RewardError(Exception):
         self.details = details or {}
 
 
-def final_answer(trajectory: Trajectory) -> str:
-    """The model's answer: the content of the last assistant message (tool output never mixed in)."""
-    for message in reversed(trajectory.messages):
+def final_answer(trajectory: Trajectory, sample: Sample | None = None) -> str:
+    """The model's answer: the content of the last assistant message (tool output never mixed in); given the
+    sample, only a message after its prompt counts (a worked example's answer is not the model's)."""
+    messages = after_prompt(trajectory, sample) if sample is not None else trajectory.messages
+    for message in reversed(messages):
         if message.role == "assistant":
             return message_text(message)
     return ""
+
+
+def after_prompt(trajectory: Trajectory, sample: Sample) -> list[Message]:
+    """The trajectory's messages after the sample's prompt: what the agent did and what its tools returned (all of
+    them when the prompt is not found at the start, as in a loop that builds its own conversation)."""
+    messages, prompt = trajectory.messages, sample.prompt
+    if not prompt:
+        return list(messages)
+    last = prompt[-1]
+    # the loop may put a system prompt (or other setup) before the sample's prompt, so search a little further
+    for i in range(min(len(messages), len(prompt) + 2)):
+        same = messages[i].role == last.role and message_text(messages[i]) == message_text(last)
+        if same and i + 1 >= len(prompt):
+            return list(messages[i + 1 :])
+    return list(messages)
 
 
 def message_text(message: Message) -> str:
@@ -78,17 +95,7 @@ class RewardInput:
 
         A prompt can hold worked examples with tool calls and results of their own; those are not the agent's.
         """
-        messages = self.trajectory.messages
-        prompt = self.sample.prompt
-        if not prompt:
-            return list(messages)
-        last = prompt[-1]
-        # the loop may put a system prompt (or other setup) before the sample's prompt, so search a little further
-        for i in range(min(len(messages), len(prompt) + 2)):
-            same = messages[i].role == last.role and message_text(messages[i]) == message_text(last)
-            if same and i + 1 >= len(prompt):
-                return list(messages[i + 1 :])
-        return list(messages)
+        return after_prompt(self.trajectory, self.sample)
 
     @property
     def question(self) -> str:

@@ -90,7 +90,7 @@ class RewardPipeline:
             return [self._keep_loop_reward(t) for t in trajectories]
         boxes = list(sandboxes) if sandboxes is not None else [None] * len(trajectories)
         inps = [
-            RewardInput(trajectory=t, sample=s, answer=final_answer(t), sandbox=b)
+            RewardInput(trajectory=t, sample=s, answer=final_answer(t, s), sandbox=b)
             for t, s, b in zip(trajectories, samples, boxes, strict=True)
         ]
         records: list[dict[str, Outcome]] = [{} for _ in inps]

@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from agentrl.rewards.base import final_answer
 from agentrl.tools.base import ToolCall
 from agentrl.tools.builtin.calculator import calculator, evaluate, format_number
 from agentrl.tools.registry import TOOLS
@@ -104,3 +105,15 @@ def test_a_prompts_worked_examples_are_not_the_agents_own_tool_calls():
     called = Trajectory(messages=[*no_call.messages[:-1], *traj("5535", tools=[("calculator", "5535")]).messages[1:]])
     assert score({"type": "tool_use", "tool": "calculator", "max_calls": 1}, "", t=called, s=prompt)[0] == 1.0
     assert score({"type": "tool_result"}, "", t=called, s=prompt)[0] == 1.0
+
+
+def test_a_worked_examples_answer_is_not_the_agents_answer():
+    example = [
+        Message(role="user", content="What is 123 * 45?"),
+        Message(role="assistant", content="123 * 45 = 5535."),
+        Message(role="user", content="What is 116 * 62?"),
+    ]
+    silent = Trajectory(messages=list(example))  # the episode failed before the model replied
+    assert final_answer(silent) == "123 * 45 = 5535."  # without the sample, the last assistant message
+    assert final_answer(silent, Sample(prompt=example)) == ""
+    assert score({"type": "contains"}, "", gt="5535", t=silent, s=Sample(prompt=example, ground_truth="5535"))[0] == 0
