@@ -133,19 +133,11 @@ def _resolve_data_paths(merged: dict[str, Any], recipe_dir: Path) -> None:
             if names_a_path and (recipe_dir / value).exists():
                 kwargs[key] = _relative_to(value, recipe_dir)
     for spec in merged.get("tools") or []:
-        if isinstance(spec, dict) and "class" in spec:
-            spec["class"] = _recipe_file_object(spec.get("class"), recipe_dir)
-
-
-def _recipe_file_object(path: Any, recipe_dir: Path) -> Any:
-    """`tools.py:lookup` names a file beside the recipe when there is one (else it stays relative to the working
-    directory)."""
-    if not isinstance(path, str) or ".py:" not in path:
-        return path
-    file, _, attr = path.rpartition(":")
-    if Path(file).is_absolute() or not (recipe_dir / file).exists():
-        return path
-    return f"{recipe_dir / file}:{attr}"
+        name = spec.get("class") if isinstance(spec, dict) else None
+        if isinstance(name, str) and ".py:" in name:
+            file, _, attr = name.rpartition(":")
+            if (recipe_dir / file).exists():
+                spec["class"] = f"{_relative_to(file, recipe_dir)}:{attr}"
 
 
 def _relative_to(name: Any, base: Path) -> Any:
