@@ -14,6 +14,8 @@
 # a prompt a step: gym ~21, tool_use ~180; measured 0.8-1.4x and 1.15x).
 # `treeeqw`: treeeq with `trainer.tree_prefix_weight=leaves`: a turn shared by k leaves is trained once at k times
 # its advantage (the paper's weight), so a tree's first turns weigh what flat's episodes' first turns weigh.
+# `treehalf`: treefill with both Tree-GRPO terms at half weight (`trainer.tree_intra_weight=0.5`,
+# `trainer.tree_inter_weight=0.5`): a leaf's advantage on the scale of flat GRPO's rather than up to twice it.
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
 # Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
@@ -34,6 +36,8 @@ for seed in "$@"; do
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=("${tree_grpo[@]}") ;;
       treefill) args=("${tree_grpo[@]}" rollout.tree.fill=true) ;;
+      treehalf) args=("${tree_grpo[@]}" rollout.tree.fill=true trainer.tree_intra_weight=0.5
+                      trainer.tree_inter_weight=0.5) ;;
       treeeq) args=("${tree_grpo[@]}" "${eq_trees[@]}") ;;
       treeeqw) args=("${tree_grpo[@]}" "${eq_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;

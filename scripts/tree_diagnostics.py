@@ -1,0 +1,78 @@
+"""Why a tree comparison's runs learn or not, from their saved trajectories:
+`python scripts/tree_diagnostics.py RUN_DIR... [--success 1.0]`.
+
+For each run (an `output_dir` of `agentrl train`, e.g. `OUT/treefill-seed1` of `scripts/tree_comparison.sh`) it
+prints, over its training steps:
+- prompt groups whose episodes all got the same reward (GRPO's inter-episode term is 0 there);
+- for tree rollouts, branch points after the root (children forked after a turn) whose leaves all got the same
+  reward (the intra-tree term is 0 there), and those whose children went on with exactly the same messages;
+- success (reward at or above `--success`) by the number of worked examples in the prompt (the user turns before
+  the question), in training and at the last held-out evaluation: few-shot recipes (tool_use, tool_chain) mix
+  prompts with different numbers of examples, and a policy can learn one shape and not the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+
+def episodes(files: list[Path]) -> list[dict]:
+    return [json.loads(line) for f in files for line in gzip.open(f, "rt")]
+
+
+def same_reward_share(groups: dict) -> str:
+    sized = [g for g in groups.values() if len(g) >= 2]
+    return f"{sum(len(set(g)) == 1 for g in sized)}/{len(sized)}"
+
+
+def branch_points(rows: list[dict]) -> tuple[dict, dict]:
+    """Rewards and continuations of each branch point below a tree's root, keyed by step file, tree and path."""
+    rewards, continuations = defaultdict(list), defaultdict(list)
+    for row in rows:
+        tree = row["metadata"].get("tree")
+        if tree and len(tree["path"]) >= 2:
+            key = (row["_file"], tree["id"], tuple(tree["path"][:-1]))
+            rewards[key].append(row["reward"])
+            continuations[key].append(json.dumps(row["messages"]))
+    return rewards, continuations
+
+
+def by_examples(rows: list[dict], success: float) -> str:
+    seen, won = Counter(), Counter()
+    for row in rows:
+        examples = sum(m["role"] == "user" for m in row["messages"]) - 1
+        seen[examples] += 1
+        won[examples] += row["reward"] >= success
+    return ", ".join(f"{k} example(s) {won[k]}/{seen[k]}" for k in sorted(seen))
+
+
+def report(run: Path, success: float) -> None:
+    steps = sorted((run / "trajectories").glob("step_*.jsonl.gz"))
+    rows = [dict(row, _file=f.name) for f in steps for row in episodes([f])]
+    groups = defaultdict(list)
+    for row in rows:
+        groups[(row["_file"], row["group_id"])].append(row["reward"])
+    print(f"{run.name}: {len(steps)} steps, {len(rows)} episodes")
+    print(f"  prompt groups with one reward for all: {same_reward_share(groups)}")
+    rewards, continuations = branch_points(rows)
+    if rewards:
+        identical = sum(len(set(c)) == 1 for c in continuations.values() if len(c) >= 2)
+        print(f"  branch points after the root with one reward for all leaves: {same_reward_share(rewards)}"
+              f" (children identical: {identical})")  # fmt: skip
+    print(f"  training success by worked examples: {by_examples(rows, success)}")
+    evals = sorted((run / "trajectories").glob("eval_step_*.jsonl.gz"))
+    if evals:
+        print(f"  held-out success at {evals[-1].name}: {by_examples(episodes(evals[-1:]), success)}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--success", type=float, default=1.0, help="reward at or above which an episode succeeded")
+    args = parser.parse_args()
+    for run in args.runs:
+        report(run, args.success)
