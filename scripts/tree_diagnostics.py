@@ -14,14 +14,11 @@ prints, over its training steps:
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-
-def episodes(files: list[Path]) -> list[dict]:
-    return [json.loads(line) for f in files for line in gzip.open(f, "rt")]
+from agentrl.types import Trajectory
+from agentrl.viewer.runs import StepData, load_run
 
 
 def same_reward_share(groups: dict) -> str:
@@ -29,44 +26,47 @@ def same_reward_share(groups: dict) -> str:
     return f"{sum(len(set(g)) == 1 for g in sized)}/{len(sized)}"
 
 
-def branch_points(rows: list[dict]) -> tuple[dict, dict]:
-    """Rewards and continuations of each branch point below a tree's root, keyed by step file, tree and path."""
+def branch_points(steps: list[StepData]) -> tuple[dict, dict]:
+    """Rewards and continuations of each branch point below a tree's root, keyed by step, tree and path."""
     rewards, continuations = defaultdict(list), defaultdict(list)
-    for row in rows:
-        tree = row["metadata"].get("tree")
-        if tree and len(tree["path"]) >= 2:
-            key = (row["_file"], tree["id"], tuple(tree["path"][:-1]))
-            rewards[key].append(row["reward"])
-            continuations[key].append(json.dumps(row["messages"]))
+    for step in steps:
+        for traj in step.trajectories:
+            tree = traj.metadata.get("tree")
+            if tree and len(tree["path"]) >= 2:
+                key = (step.step, tree["id"], tuple(tree["path"][:-1]))
+                rewards[key].append(traj.reward)
+                continuations[key].append(str(traj.messages))
     return rewards, continuations
 
 
-def by_examples(rows: list[dict], success: float) -> str:
+def by_examples(trajectories: list[Trajectory], success: float) -> str:
     seen, won = Counter(), Counter()
-    for row in rows:
-        examples = sum(m["role"] == "user" for m in row["messages"]) - 1
+    for traj in trajectories:
+        examples = sum(m.role == "user" for m in traj.messages) - 1
         seen[examples] += 1
-        won[examples] += row["reward"] >= success
+        won[examples] += traj.reward >= success
     return ", ".join(f"{k} example(s) {won[k]}/{seen[k]}" for k in sorted(seen))
 
 
-def report(run: Path, success: float) -> None:
-    steps = sorted((run / "trajectories").glob("step_*.jsonl.gz"))
-    rows = [dict(row, _file=f.name) for f in steps for row in episodes([f])]
+def report(path: Path, success: float) -> None:
+    run = load_run(path)
+    steps = [s for s in run.steps if s.step is not None]  # training steps, not held-out evaluations
+    trained = [t for s in steps for t in s.trajectories]
     groups = defaultdict(list)
-    for row in rows:
-        groups[(row["_file"], row["group_id"])].append(row["reward"])
-    print(f"{run.name}: {len(steps)} steps, {len(rows)} episodes")
+    for step in steps:
+        for traj in step.trajectories:
+            groups[(step.step, traj.group_id)].append(traj.reward)
+    print(f"{run.name}: {len(steps)} steps, {len(trained)} episodes")
     print(f"  prompt groups with one reward for all: {same_reward_share(groups)}")
-    rewards, continuations = branch_points(rows)
+    rewards, continuations = branch_points(steps)
     if rewards:
         identical = sum(len(set(c)) == 1 for c in continuations.values() if len(c) >= 2)
         print(f"  branch points after the root with one reward for all leaves: {same_reward_share(rewards)}"
               f" (children identical: {identical})")  # fmt: skip
-    print(f"  training success by worked examples: {by_examples(rows, success)}")
-    evals = sorted((run / "trajectories").glob("eval_step_*.jsonl.gz"))
+    print(f"  training success by worked examples: {by_examples(trained, success)}")
+    evals = [s for s in run.steps if s.held_out]
     if evals:
-        print(f"  held-out success at {evals[-1].name}: {by_examples(episodes(evals[-1:]), success)}")
+        print(f"  held-out success at {evals[-1].name}: {by_examples(evals[-1].trajectories, success)}")
 
 
 if __name__ == "__main__":
