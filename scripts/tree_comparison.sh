@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 45's learning comparison on a recipe (RECIPE: gym, the default, tool_use or tool_chain): tree
+# Issue 45's learning comparison on a recipe (RECIPE: gym, the default, tool_use, tool_chain or tool_choice): tree
 # rollouts with tree_grpo against flat GRPO and flat GiGPO at no more cost per step (the recipe's prompts a step;
 # flat: 4 episodes each; tree: one tree each, forked into 2 before the first turn and each child into 2 after it,
 # so 4 leaves per prompt that share first turns pairwise: for the same policy no more generated tokens than flat;
