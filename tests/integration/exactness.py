@@ -27,6 +27,23 @@ TOLERANCE = 1e-3
 """Mean |server − recomputed logprob| allowed per segment (fp32 on both sides: ~1e-6 in practice)."""
 
 
+def keep_every_version(monkeypatch) -> None:
+    """Keep the checkpoint of every step but the last (`trainer.save_every=1`): the weights of each version that can
+    have generated a trained token. No trained token comes from the last step's weights, and a checkpoint writes
+    ~1.6 GB of weights and optimizer state."""
+    from agentrl.trainer import checkpoint_dir
+    from agentrl.trainer.loop import Trainer
+
+    save = Trainer._checkpoint
+
+    def all_but_the_last(trainer: Trainer, step: int, cursor: dict[str, int]) -> None:
+        if step < trainer.cfg.trainer.steps:
+            save(trainer, step, cursor)
+
+    monkeypatch.setattr(checkpoint_dir, "KEEP_LAST", 10)
+    monkeypatch.setattr(Trainer, "_checkpoint", all_but_the_last)
+
+
 def trained_trajectories(run_dir: Path, include_failed: bool = False) -> list[Trajectory]:
     """The trajectories of every training step (not the held-out evaluations), with their step samples; the failed
     ones (never trained) too with `include_failed`."""

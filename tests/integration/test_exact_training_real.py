@@ -22,8 +22,12 @@ from agentrl.cli import main
 from agentrl.loops.drift import check_drift
 from agentrl.rollout.handles import HFServer
 from agentrl.rollout.servers.hf.launch import launch_hf_server
-from agentrl.trainer import checkpoint_dir
-from tests.integration.exactness import assert_tokens_are_their_versions, step_metrics, trained_trajectories
+from tests.integration.exactness import (
+    assert_tokens_are_their_versions,
+    keep_every_version,
+    step_metrics,
+    trained_trajectories,
+)
 from tests.integration.test_failover_real import kill_once_busy, two_replicas
 
 pytestmark = pytest.mark.integration
@@ -46,8 +50,8 @@ COMMON = [
 
 @pytest.fixture(autouse=True)
 def every_checkpoint(monkeypatch):
-    """Keep the checkpoint of every step: each version's weights, for the token-by-token check."""
-    monkeypatch.setattr(checkpoint_dir, "KEEP_LAST", 10)
+    """Keep the checkpoint of every step (but the last): each version's weights, for the token-by-token check."""
+    keep_every_version(monkeypatch)
 
 
 def assert_exact(run_dir, model_path: str, max_staleness: int) -> list[dict]:

