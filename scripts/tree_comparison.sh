@@ -11,7 +11,7 @@
 # `treeeq`: filled trees at about flat's generated tokens a step: one tree a prompt, 3 first turns each forked
 # into 3 after it (up to 9 leaves), no longer forking once the tree generated TREE_TOKENS (`rollout.tree.max_tokens`;
 # defaults chosen so that, with what the running episodes add after the last fork, a tree spends about flat's tokens
-# a prompt a step: gym ~21, tool_use ~180; measured 0.8-1.4x and 1.15x).
+# a prompt a step: gym ~21, tool_use ~180; measured 0.8-1.4x and 1.15x; tool_choice at 90: 1.3-1.4x).
 # `treeeqw`: treeeq with `trainer.tree_prefix_weight=leaves`: a turn shared by k leaves is trained once at k times
 # its advantage (the paper's weight), so a tree's first turns weigh what flat's episodes' first turns weigh.
 # `treehalf`: treefill with both Tree-GRPO terms at half weight (`trainer.tree_intra_weight=0.5`,
@@ -21,7 +21,7 @@
 set -euo pipefail
 out_root=$1; shift
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
-case ${RECIPE:-gym} in tool_use) eq_tokens=100 ;; *) eq_tokens=6 ;; esac  # `treeeq`'s budget a tree
+case ${RECIPE:-gym} in tool_use) eq_tokens=100 ;; tool_choice) eq_tokens=90 ;; *) eq_tokens=6 ;; esac  # `treeeq`'s budget a tree
 trees=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2)  # one tree a prompt, 4 leaves
 # tree_grpo with GiGPO's settings back to their defaults (the recipe's are GiGPO's, not tree_grpo's)
 tree_grpo=(trainer.advantage=tree_grpo "${trees[@]}" trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group)
