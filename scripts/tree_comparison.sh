@@ -14,6 +14,8 @@
 # a prompt a step: gym ~21, tool_use ~180; measured 0.8-1.4x and 1.15x; tool_choice at 90: 1.3-1.4x).
 # `treeeqw`: treeeq with `trainer.tree_prefix_weight=leaves`: a turn shared by k leaves is trained once at k times
 # its advantage (the paper's weight), so a tree's first turns weigh what flat's episodes' first turns weigh.
+# `treehot`: treefill whose children after the first turn sample at CHILD_T (default 1.5;
+# `rollout.tree.child_temperature`), so that siblings from one state differ more often.
 # `treehalf`: treefill with both Tree-GRPO terms at half weight (`trainer.tree_intra_weight=0.5`,
 # `trainer.tree_inter_weight=0.5`): a leaf's advantage on the scale of flat GRPO's rather than up to twice it.
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
@@ -36,6 +38,7 @@ for seed in "$@"; do
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=("${tree_grpo[@]}") ;;
       treefill) args=("${tree_grpo[@]}" rollout.tree.fill=true) ;;
+      treehot) args=("${tree_grpo[@]}" rollout.tree.fill=true rollout.tree.child_temperature="${CHILD_T:-1.5}") ;;
       treehalf) args=("${tree_grpo[@]}" rollout.tree.fill=true trainer.tree_intra_weight=0.5
                       trainer.tree_inter_weight=0.5) ;;
       treeeq) args=("${tree_grpo[@]}" "${eq_trees[@]}") ;;

@@ -37,6 +37,13 @@ class TreeConfig(_Section):
     max_tool_calls: int | None = Field(
         None, ge=1, description="budget of a tree in tool calls (every node's counted once), as max_tokens"
     )
+    child_temperature: float | None = Field(
+        None,
+        gt=0,
+        description="sample the children of a branch point after a turn (not those before the first turn, which "
+        "are first turns as flat's are) at this temperature rather than rollout.temperature, so that siblings from "
+        "one state differ more; their tokens keep it, and the trainer scores them at it",
+    )
     fill: bool = Field(
         False,
         description="keep each tree at width^depth leaves: an episode that ends before a branch point below it "
@@ -59,6 +66,11 @@ class TreeConfig(_Section):
             raise ValueError(
                 "rollout.tree.fill starts new first branches from the prompt, so the tree must branch there: set "
                 f"rollout.tree.branch_turns to start with 0 (e.g. [0,1]), got {turns or 'no branch_turns'}"
+            )
+        if not rules and self.child_temperature is not None:
+            raise ValueError(
+                "rollout.tree.child_temperature samples the children of a fork, but no tree is set: set "
+                "rollout.tree.branch_turns, every or entropy, or unset child_temperature"
             )
         if not rules and (self.max_tokens or self.max_tool_calls):
             raise ValueError(

@@ -4,11 +4,12 @@ At each branch point (before the next turn is generated; where `TreeShape` says:
 after an uncertain turn, while the tree's budget lasts) the running episode becomes `width` children: the
 context's exact tokens so far (`AgentContext.fork`) and the loop's state (`SteppedLoop.fork_state`: its
 environment, sandbox, tools). Every child samples with a seed of its own (derived from its parent's and its place
-in the tree) when the parent's was seeded. The leaves are the trajectories; each carries `metadata["tree"]`: the
-tree's id, its `path` (the child index taken at each branch point) and the `branch_turns` it went through, from
-which `tree_nodes` rebuilds the tree for credit (`trainer.tree_advantages`), and the whole tree's cost: `tokens`
-generated and `tool_calls` made, each node counted once. A child that fails becomes a failed
-leaf; it never takes its siblings down.
+in the tree) when the parent's was seeded, and at `child_temperature` when that is set and the fork comes after a
+turn (siblings from one state that differ more; their segments record it, so the trainer stays exact). The leaves
+are the trajectories; each carries `metadata["tree"]`: the tree's id, its `path` (the child index taken at each
+branch point) and the `branch_turns` it went through, from which `tree_nodes` rebuilds the tree for credit
+(`trainer.tree_advantages`), and the whole tree's cost: `tokens` generated and `tool_calls` made, each node
+counted once. A child that fails becomes a failed leaf; it never takes its siblings down.
 
 Each node holds a quota: its share of the tree's width^depth leaves (a branch splits it among the children). With
 `fill`, an episode that ends holding more than one leaf's quota hands the rest back: the tree starts that many more
@@ -136,8 +137,7 @@ class _Tree:
         except Exception:  # the children hold their own state: a parent that frees badly takes nothing down
             logger.exception("freeing the state of forked trajectory %s failed", ctx.trajectory.id)
         for index, child in enumerate(children):
-            if ctx.sampling.seed is not None:
-                child.sampling = child.sampling.model_copy(update={"seed": child_seed(ctx.sampling.seed, index)})
+            child.sampling = child.sampling.model_copy(update=self.child_sampling(ctx, index))
         grown = await asyncio.gather(
             *(
                 self.grow(child, child_state, (*path, i), taken, share)
@@ -145,6 +145,16 @@ class _Tree:
             )
         )
         return [leaf for leaves in grown for leaf in leaves]
+
+    def child_sampling(self, parent: AgentContext, index: int) -> dict[str, Any]:
+        """What child `index` of `parent`'s fork samples with unlike its parent: a seed of its own (when the
+        parent's was seeded) and, at a fork after a turn, `child_temperature`."""
+        update: dict[str, Any] = {}
+        if parent.sampling.seed is not None:
+            update["seed"] = child_seed(parent.sampling.seed, index)
+        if self.shape.child_temperature is not None and parent.trajectory.num_turns > 0:
+            update["temperature"] = self.shape.child_temperature
+        return update
 
     async def leaf(
         self,

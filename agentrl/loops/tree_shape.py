@@ -42,6 +42,7 @@ class TreeShape:
         max_tokens: the tree forks no more once its episodes generated this many tokens (None: no budget).
         max_tool_calls: the same in tool calls.
         fill: hand the leaves an episode that ended early would have grown back to the tree (needs a branch at 0).
+        child_temperature: the temperature the children of a fork after a turn sample at (None: the rollout's).
     """
 
     branch_turns: tuple[int, ...] = ()
@@ -53,6 +54,7 @@ class TreeShape:
     max_tokens: int | None = None
     max_tool_calls: int | None = None
     fill: bool = False
+    child_temperature: float | None = None
 
     def __post_init__(self) -> None:
         turns = self.branch_turns
@@ -68,6 +70,8 @@ class TreeShape:
             )
         if self.fill and turns[:1] != (0,):
             raise UserError(f"a tree that fills starts new branches from the prompt: it must branch at 0, not {turns}")
+        if self.child_temperature is not None and self.child_temperature <= 0:
+            raise UserError(f"children sample at a temperature > 0 (0 is greedy), not {self.child_temperature}")
 
     @classmethod
     def of(cls, tree: TreeConfig) -> TreeShape:
@@ -82,6 +86,7 @@ class TreeShape:
             tree.max_tokens,
             tree.max_tool_calls,
             tree.fill,
+            tree.child_temperature,
         )
 
     @property

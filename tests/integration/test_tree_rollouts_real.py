@@ -84,10 +84,20 @@ def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_
 
 def test_a_filled_tree_has_flats_four_episodes_a_prompt(hf_server_url, tmp_path):
     """Untrained, many first replies answer without calling the tool and end the episode before the fork after
-    turn 1: `fill` starts new first branches for them, so every tree still has 4 leaves."""
+    turn 1: `fill` starts new first branches for them, so every tree still has 4 leaves. The children of the fork
+    after turn 1 sample hotter (`child_temperature`), and the trainer scores their tokens at that temperature."""
     fill = ["rollout.n=1", "rollout.tree.branch_turns=[0,1]", "rollout.tree.fill=true", "trainer.steps=1"]
-    steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2", "trainer.advantage=tree_grpo", *fill)
+    hot = "rollout.tree.child_temperature=1.3"
+    steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2", "trainer.advantage=tree_grpo", *fill, hot)
     assert [s["train/tree_leaves_per_tree"] for s in steps] == [4.0]
+    assert steps[0]["train/rollout_logprob_abs_diff"] < 1e-3  # each token scored at the temperature it was sampled at
+    forked_after_turn_1 = 0
+    for leaf in leaves(tmp_path, 1):  # a refilled first branch with one leaf's share forks no more: all at 1.0
+        first, *later = [s.temperature for s in leaf.segments if s.role == "assistant"]
+        forked = 1 in leaf.metadata["tree"]["branch_turns"]
+        assert first == 1.0 and set(later) <= ({1.3} if forked else {1.0})
+        forked_after_turn_1 += forked and bool(later)
+    assert forked_after_turn_1 > 0
     trees: dict[str, list[Trajectory]] = defaultdict(list)
     for leaf in leaves(tmp_path, 1):
         trees[leaf.metadata["tree"]["id"]].append(leaf)

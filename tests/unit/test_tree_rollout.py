@@ -26,7 +26,7 @@ from agentrl.sandbox.local import LocalSandbox
 from agentrl.tools.builtin.shell import BashTool
 from agentrl.tools.toolset import ToolSet
 from agentrl.trainer.advantages import row_advantages
-from agentrl.trainer.batch import response_length
+from agentrl.trainer.batch import response_length, trajectory_to_tensors
 from agentrl.trainer.metrics import rollout_metrics
 from agentrl.trainer.tree_advantages import tree_grpo_advantages, tree_nodes
 from agentrl.types import Message, Sample, StopReason, Trajectory
@@ -115,6 +115,36 @@ def test_a_tree_forks_at_its_branch_turns_and_its_leaves_share_the_prefix_exactl
     assert all(_turn_tokens(leaf, 1) == first_turn for leaf in leaves)  # one root: every leaf's first turn
     assert all(leaf.reward is not None and leaf.stop_reason is not None for leaf in leaves)
     assert {child_seed(11, 0) + 1, child_seed(11, 1) + 1} <= set(policy.seeds)  # each child's own seed (+ turn)
+
+
+class TemperatureRecordingPolicy(SeededPolicy):
+    """A SeededPolicy that also records the temperature of each request, with the turn count it came at."""
+
+    def __init__(self, tokenizer):
+        super().__init__(tokenizer)
+        self.temperatures: list[float] = []
+
+    async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+        self.temperatures.append(sampling.temperature)
+        return await super().generate(prompt_ids, sampling, session_id)
+
+
+def test_children_of_a_fork_after_a_turn_sample_at_the_child_temperature_and_record_it(tokenizer) -> None:
+    policy = TemperatureRecordingPolicy(tokenizer)
+    ctx = context(tokenizer, policy)
+    shape = TreeShape(branch_turns=(0, 1), width=2, child_temperature=1.6)
+    leaves = asyncio.run(run_tree(loop(), ctx.sample, ctx, shape))
+    assert len(leaves) == 4
+    for leaf in leaves:
+        generated = [s.temperature for s in leaf.segments if s.trainable]
+        assert generated[0] == 1.0  # a first turn: a child of the fork before the first turn, at the rollout's
+        assert set(generated[1:]) == {1.6}  # every turn after the fork at turn 1
+        scored_at = {round(t, 4) for t in trajectory_to_tensors(leaf).temperatures.tolist()}
+        assert scored_at == {1.0, 1.6}  # the trainer scores each token at the temperature it was sampled at
+    assert policy.temperatures.count(1.0) == 2  # the two first turns, each generated once for both its leaves
+    first_turn = _turn_tokens(leaves[0], 1)
+    siblings = [leaf for leaf in leaves if _turn_tokens(leaf, 1) == first_turn]
+    assert len(siblings) == 2  # the shared first turn is kept exactly, at its own temperature
 
 
 @pytest.mark.parametrize("max_steps", [12, 2])  # 2: every leaf ends on a turn that raises StopLoop (truncation)
@@ -331,6 +361,10 @@ def test_tree_settings_are_checked_before_a_run() -> None:
     assert "trainer.mode=sync" in problem
     with pytest.raises(ConfigError, match="increasing turn counts"):
         load_config("gym", ["rollout.tree.branch_turns=[3,1]"])
+    with pytest.raises(ConfigError, match="child_temperature samples the children of a fork, but no tree is set"):
+        load_config("gym", ["rollout.tree.child_temperature=1.5"])
+    with pytest.raises(ConfigError, match="child_temperature"):
+        load_config("gym", ["rollout.tree.branch_turns=[1]", "rollout.tree.child_temperature=0"])
 
 
 def test_tree_grpo_credits_each_turn_with_its_node_and_trains_a_shared_prefix_once(tokenizer) -> None:
