@@ -36,13 +36,15 @@ AGENT = AgentConfig(name="gym", max_turns=12, max_total_tokens=16384)
 
 
 class SeededPolicy:
-    """Replies with an action drawn from the request's seed: the same seed, the same reply."""
+    """Replies with an action drawn from the request's seed: the same seed, the same reply. Records each request's
+    seed and temperature."""
 
     def __init__(self, tokenizer, fail_seeds: frozenset[int] = frozenset()):
-        self.tokenizer, self.fail_seeds, self.seeds = tokenizer, fail_seeds, []
+        self.tokenizer, self.fail_seeds, self.seeds, self.temperatures = tokenizer, fail_seeds, [], []
 
     async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
         self.seeds.append(sampling.seed)
+        self.temperatures.append(sampling.temperature)
         if sampling.seed in self.fail_seeds:
             raise ConnectionError("the server went away")
         text = random.Random(sampling.seed).choice(ACTIONS)
@@ -117,20 +119,8 @@ def test_a_tree_forks_at_its_branch_turns_and_its_leaves_share_the_prefix_exactl
     assert {child_seed(11, 0) + 1, child_seed(11, 1) + 1} <= set(policy.seeds)  # each child's own seed (+ turn)
 
 
-class TemperatureRecordingPolicy(SeededPolicy):
-    """A SeededPolicy that also records the temperature of each request, with the turn count it came at."""
-
-    def __init__(self, tokenizer):
-        super().__init__(tokenizer)
-        self.temperatures: list[float] = []
-
-    async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
-        self.temperatures.append(sampling.temperature)
-        return await super().generate(prompt_ids, sampling, session_id)
-
-
 def test_children_of_a_fork_after_a_turn_sample_at_the_child_temperature_and_record_it(tokenizer) -> None:
-    policy = TemperatureRecordingPolicy(tokenizer)
+    policy = SeededPolicy(tokenizer)
     ctx = context(tokenizer, policy)
     shape = TreeShape(branch_turns=(0, 1), width=2, child_temperature=1.6)
     leaves = asyncio.run(run_tree(loop(), ctx.sample, ctx, shape))
