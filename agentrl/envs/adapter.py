@@ -34,7 +34,7 @@ class EnvAdapter:
     Attributes:
         action_names: names of the actions of a `Discrete` action space, in index order (None: integers).
         task: a paragraph describing the game, shown before the first observation ("" : a generic one).
-        forkable: `copy.deepcopy` of the env (and this adapter) copies the episode's whole state, so a tree
+        forkable: a deep copy of the env (and this adapter) copies the episode's whole state, so a tree
             rollout may fork it; set False for an env whose state lives outside Python (a simulator process).
     """
 

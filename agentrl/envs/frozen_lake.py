@@ -58,6 +58,9 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
     """
 
     fork_shared = ("_layouts",)  # never written after __init__: a forked episode shares them (agentrl.envs.gym)
+    # Its attributes are rebound (`_use`, `reset`), never changed in place: a fork copies it shallowly with its
+    # generator (agentrl.envs.gym). A subclass that changes an attribute in place sets it back to False.
+    fork_rebinds_only = True
 
     def __init__(
         self,

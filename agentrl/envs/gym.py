@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.toy_text import CliffWalkingEnv, FrozenLakeEnv, TaxiEnv
+from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
 
 from agentrl.config.schema import EnvConfig, EnvExample
 from agentrl.envs.adapter import EnvAdapter, adapter_class, env_label
@@ -28,6 +30,10 @@ from agentrl.errors import ForkUnsupportedError, UserError
 from agentrl.types import Message
 
 _TOY_TEXT_ENVS = (CliffWalkingEnv, FrozenLakeEnv, TaxiEnv)  # their `P` is built once, in __init__
+# The wrappers `gym.make` adds: their state is flags, a step count and references they never write through, so a
+# shallow copy of each (around a copy of the env inside) is exact. Matched by exact type: a subclass may add state.
+_SCALAR_STATE_WRAPPERS = (OrderEnforcing, PassiveEnvChecker, TimeLimit)
+_IMMUTABLE = (str, int, float, bool, type(None))
 
 
 @dataclass
@@ -125,7 +131,8 @@ class GymEpisode:
     def fork(self, n: int) -> list[GymEpisode]:
         """`n` copies of the episode as it is now: the env's state and random generator, the adapter, the
         returns and the per-turn records. Given the same replies, each child continues exactly as this episode
-        would (`copy.deepcopy`; an adapter whose env cannot be copied so sets `forkable = False`).
+        would (a deep copy that shares what the env never writes: `read_only_parts`, `_copy_env`; an adapter whose
+        env cannot be copied so sets `forkable = False`).
 
         Raises:
             ForkUnsupportedError: the env or its adapter cannot be copied (named in the message).
@@ -136,12 +143,24 @@ class GymEpisode:
                 "(forkable = False); run it without rollout.tree"
             )
         try:
-            return [copy.deepcopy(self, read_only_parts(self.env)) for _ in range(n)]
+            return [self._copy() for _ in range(n)]
         except Exception as exc:
             raise ForkUnsupportedError(
                 f"env {env_label(self.env)} cannot be forked: copying it failed ({type(exc).__name__}: {exc}); "
                 "give its adapter a __deepcopy__ that copies the env's state, or run it without rollout.tree"
             ) from exc
+
+    def _copy(self) -> GymEpisode:
+        """A deep copy, made faster by sharing what is never written (`read_only_parts`, the examples) and by
+        leaving out the walk over attributes that are immutable values."""
+        memo = read_only_parts(self.env)
+        memo[id(self.examples)] = self.examples  # validated at __init__, never written
+        _copy_env(self.env, memo)
+        child = copy.copy(self)
+        for name, value in vars(self).items():
+            if not isinstance(value, _IMMUTABLE):
+                setattr(child, name, copy.deepcopy(value, memo))
+        return child
 
     @property
     def system_text(self) -> str | None:
@@ -260,16 +279,55 @@ def fork_problem(cfg: EnvConfig) -> str | None:
 
 
 def read_only_parts(env: gym.Env) -> dict[int, Any]:
-    """A `copy.deepcopy` memo that shares, rather than copies, what an env never writes after it is made: its spec,
-    a toy-text env's transition table `P` (a dict of every state's outcomes: most of the copy's time), and the
-    attributes its class names in `fork_shared`. Sharing them keeps a fork exact and makes it faster; a fresh memo
-    for each copy, so that children share nothing else.
+    """A `copy.deepcopy` memo that shares, rather than copies, what an env never writes after it is made: its
+    specs, a toy-text env's transition table `P` (a dict of every state's outcomes), map, start distribution and
+    spaces (toy-text envs never sample their own spaces), and the attributes its class names in `fork_shared`.
+    Sharing them keeps a fork exact and makes it faster; a fresh memo for each copy, so that children share
+    nothing else.
     """
     unwrapped = env.unwrapped
-    shared: list[Any] = [env.spec, *(getattr(unwrapped, name) for name in getattr(unwrapped, "fork_shared", ()))]
+    shared: list[Any] = [env.spec, unwrapped.spec]
+    shared += [getattr(unwrapped, name) for name in getattr(unwrapped, "fork_shared", ())]
     if isinstance(unwrapped, _TOY_TEXT_ENVS):
-        shared.append(unwrapped.P)
+        shared += [unwrapped.P, unwrapped.observation_space, unwrapped.action_space]
+        shared += [getattr(unwrapped, name, None) for name in ("desc", "initial_state_distrib")]
     return {id(part): part for part in shared if part is not None}
+
+
+def _copy_env(env: gym.Env, memo: dict[int, Any]) -> gym.Env:
+    """A copy of `env` entered in `memo`. A deep copy walks every object the env holds, most of which it never
+    writes: the wrappers `gym.make` adds are copied shallowly around a copy of what they wrap, and an env that only
+    rebinds its attributes (`_rebinds_only`) shallowly with a copy of its generator; any other env deeply."""
+    if type(env) in _SCALAR_STATE_WRAPPERS:
+        clone = copy.copy(env)
+        clone.env = _copy_env(env.env, memo)
+    elif _rebinds_only(env):
+        clone = copy.copy(env)
+        clone._np_random = memo[id(env._np_random)] = _copy_generator(env._np_random)
+    else:
+        return copy.deepcopy(env, memo)
+    memo[id(env)] = clone
+    return clone
+
+
+def _rebinds_only(env: gym.Env) -> bool:
+    """Whether every attribute of `env` but its generator is a value it rebinds and never changes in place, so a
+    shallow copy plus a copy of the generator is exact: gymnasium's toy-text envs (their position, last action and
+    the like are numbers; their tables and maps are read-only) and env classes that say so (`fork_rebinds_only`),
+    when they render to text or not at all (a pygame window cannot be shared)."""
+    known = type(env) in _TOY_TEXT_ENVS or getattr(type(env), "fork_rebinds_only", False)
+    return known and getattr(env, "render_mode", None) in (None, "ansi")
+
+
+def _copy_generator(generator: np.random.Generator | None) -> np.random.Generator | None:
+    """An independent copy of a numpy generator in the same state, with a copy of its seed sequence (what
+    `copy.deepcopy` gives, at half its cost: a deep copy goes through pickling)."""
+    if generator is None:
+        return None
+    bits = generator.bit_generator
+    clone = type(bits)(copy.deepcopy(bits.seed_seq))
+    clone.state = bits.state
+    return np.random.Generator(clone)
 
 
 def _ask(text: str, prompt: str) -> str:

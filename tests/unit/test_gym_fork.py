@@ -100,3 +100,36 @@ def test_a_fork_shares_only_what_the_env_never_writes() -> None:
         child.reset(seed=seed)
         tables.add(id(theirs.P))
     assert len(tables) > 1 and (parent.state_key, mine.P, mine.desc.tobytes()) == before
+
+
+def test_a_shallow_fork_carries_the_generator_into_later_episodes() -> None:
+    """A random-start map is forked shallowly (it only rebinds its attributes) with a copy of its generator: resets
+    without a seed draw the same orientations and starts in the child as in the parent, and the child's draws do
+    not move the parent's generator."""
+    config = EnvConfig(
+        entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart",
+        kwargs={"is_slippery": True, "random_orientation": True},
+    )
+    parent = GymEpisode.from_config(config)
+    parent.reset(seed=5)
+    (child,) = parent.fork(1)
+    seed_seq = parent.env.unwrapped.np_random.bit_generator.seed_seq
+    assert child.env.unwrapped.np_random.bit_generator.seed_seq is not seed_seq
+    theirs = [(child.reset(), play(child, ["down", "right", "down"])) for _ in range(6)]
+    mine = [(parent.reset(), play(parent, ["down", "right", "down"])) for _ in range(6)]
+    assert theirs == mine and len({opening for opening, _ in mine}) > 1
+
+
+def test_a_wrapper_with_state_of_its_own_is_copied_deeply() -> None:
+    """Only the wrappers `gym.make` adds are copied shallowly; a statistics wrapper's running lists are the child's
+    own."""
+    import gymnasium as gym
+
+    parent = GymEpisode(gym.wrappers.RecordEpisodeStatistics(gym.make("FrozenLake-v1", is_slippery=False)))
+    parent.reset(seed=0)
+    parent.act("right")
+    (child,) = parent.fork(1)
+    for reply in ["right", "down", "down", "down", "right"]:
+        child.act(reply)
+    assert child.success and len(child.env.return_queue) == 1 and len(parent.env.return_queue) == 0
+    assert parent.env.unwrapped.s == 1
