@@ -151,10 +151,11 @@ class GymEpisode:
             ) from exc
 
     def _copy(self) -> GymEpisode:
-        """A deep copy, made faster by sharing what is never written (`read_only_parts`, the examples) and by
-        leaving out the walk over attributes that are immutable values."""
+        """A deep copy, made faster by sharing what is never written (`read_only_parts`, the examples, the
+        adapter's action codec) and by leaving out the walk over attributes that are immutable values."""
         memo = read_only_parts(self.env)
-        memo[id(self.examples)] = self.examples  # validated at __init__, never written
+        for part in (self.examples, getattr(self.adapter, "codec", None)):  # set at __init__, never written
+            memo[id(part)] = part
         _copy_env(self.env, memo)
         child = copy.copy(self)
         for name, value in vars(self).items():
