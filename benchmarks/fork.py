@@ -13,8 +13,9 @@ Needs the Docker engine and a bundled SWE task image (`scripts/setup.sh`). Run f
   fork's container started ahead (`prepare_forks`, as a tree rollout does while the turn before a fork is played;
   the benchmark lets the start finish, as a model's turn outlasts it), so the fork only copies the files.
 * `gym_fork_over_replay`: a FrozenLake episode (`GymEpisode`, as the gym loop plays it) after 5 moves. Baseline:
-  make the episode, reset it with the seed, replay the 5 replies; fork: `episode.fork(1)` (a deep copy that shares
-  what the env never writes, `agentrl.envs.gym.read_only_parts`). Same ratio.
+  make the episode, reset it with the seed, replay the 5 replies; fork: `episode.fork(1)` (a copy that shares what
+  the env never writes, `agentrl.envs.gym.read_only_parts`, and copies gym.make's wrappers and a toy-text env
+  shallowly with their generator). Same ratio, median of 200 rounds (each takes milliseconds).
 
 Every container carries this run's label and is removed at the end, also on errors and Ctrl-C. The last line
 printed is the JSON object.
@@ -136,7 +137,7 @@ async def main_async(rounds: int) -> dict[str, float]:
         swe = [await swe_round(task, run_id) for _ in range(rounds)]
     finally:
         remove_all(docker_client())
-    gym_rounds = [gym_round() for _ in range(max(rounds, 20))]
+    gym_rounds = [gym_round() for _ in range(200)]
     swe_replay, swe_fork, swe_ratio = ratio(swe)
     _, swe_prepared, prepared_ratio = ratio(swe, column=2)
     gym_replay, gym_fork, gym_ratio = ratio(gym_rounds)
