@@ -59,7 +59,7 @@ class FrozenLakeRandomStart(FrozenLakeEnv):
 
     fork_shared = ("_layouts",)  # never written after __init__: a forked episode shares them (agentrl.envs.gym)
     # Its attributes are rebound (`_use`, `reset`), never changed in place: a fork copies it shallowly with its
-    # generator (agentrl.envs.gym). A subclass that changes an attribute in place sets it back to False.
+    # generator (agentrl.envs.gym). Not inherited: a subclass is copied deeply unless it says so too.
     fork_rebinds_only = True
 
     def __init__(

@@ -281,8 +281,9 @@ def fork_problem(cfg: EnvConfig) -> str | None:
 
 def read_only_parts(env: gym.Env) -> dict[int, Any]:
     """A `copy.deepcopy` memo that shares, rather than copies, what an env never writes after it is made: its
-    specs, a toy-text env's transition table `P` (a dict of every state's outcomes), map, start distribution and
-    spaces (toy-text envs never sample their own spaces), and the attributes its class names in `fork_shared`.
+    specs, a toy-text env's transition table `P` (a dict of every state's outcomes), the map, start distribution and
+    spaces of an env that only rebinds its attributes (`_rebinds_only`: gymnasium's toy-text envs never sample
+    their own spaces), and the attributes its class names in `fork_shared`.
     Sharing them keeps a fork exact and makes it faster; a fresh memo for each copy, so that children share
     nothing else.
     """
@@ -290,7 +291,9 @@ def read_only_parts(env: gym.Env) -> dict[int, Any]:
     shared: list[Any] = [env.spec, unwrapped.spec]
     shared += [getattr(unwrapped, name) for name in getattr(unwrapped, "fork_shared", ())]
     if isinstance(unwrapped, _TOY_TEXT_ENVS):
-        shared += [unwrapped.P, unwrapped.observation_space, unwrapped.action_space]
+        shared.append(unwrapped.P)
+    if _rebinds_only(unwrapped):  # not for any subclass: one may sample its spaces or write its map in place
+        shared += [unwrapped.observation_space, unwrapped.action_space]
         shared += [getattr(unwrapped, name, None) for name in ("desc", "initial_state_distrib")]
     return {id(part): part for part in shared if part is not None}
 
@@ -314,17 +317,19 @@ def _copy_env(env: gym.Env, memo: dict[int, Any]) -> gym.Env:
 def _rebinds_only(env: gym.Env) -> bool:
     """Whether every attribute of `env` but its generator is a value it rebinds and never changes in place, so a
     shallow copy plus a copy of the generator is exact: gymnasium's toy-text envs (their position, last action and
-    the like are numbers; their tables and maps are read-only) and env classes that say so (`fork_rebinds_only`),
-    when they render to text or not at all (a pygame window cannot be shared)."""
-    known = type(env) in _TOY_TEXT_ENVS or getattr(type(env), "fork_rebinds_only", False)
+    the like are numbers; their tables and maps are read-only) and env classes that say so themselves
+    (`fork_rebinds_only = True` in the class body), when they render to text or not at all (a pygame window cannot
+    be shared)."""
+    # The class's own flag, not an inherited one: a subclass may change what its parent only rebinds.
+    known = type(env) in _TOY_TEXT_ENVS or vars(type(env)).get("fork_rebinds_only", False)
     return known and getattr(env, "render_mode", None) in (None, "ansi")
 
 
-def _copy_generator(generator: np.random.Generator | None) -> np.random.Generator | None:
+def _copy_generator(generator: Any) -> Any:
     """An independent copy of a numpy generator in the same state, with a copy of its seed sequence (what
     `copy.deepcopy` gives, at half its cost: a deep copy goes through pickling)."""
-    if generator is None:
-        return None
+    if not isinstance(generator, np.random.Generator) or generator.bit_generator.seed_seq is None:
+        return copy.deepcopy(generator)  # None, a RandomState, or legacy seeding (no seed sequence): as it is
     bits = generator.bit_generator
     clone = type(bits)(copy.deepcopy(bits.seed_seq))
     clone.state = bits.state

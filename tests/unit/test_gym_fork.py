@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import socket
 
+import gymnasium as gym
 import pytest
+from gymnasium.envs.toy_text import FrozenLakeEnv
+from gymnasium.wrappers import TimeLimit
 
 from agentrl.config.schema import EnvConfig
 from agentrl.envs.adapter import EnvAdapter
@@ -123,8 +126,6 @@ def test_a_shallow_fork_carries_the_generator_into_later_episodes() -> None:
 def test_a_wrapper_with_state_of_its_own_is_copied_deeply() -> None:
     """Only the wrappers `gym.make` adds are copied shallowly; a statistics wrapper's running lists are the child's
     own."""
-    import gymnasium as gym
-
     parent = GymEpisode(gym.wrappers.RecordEpisodeStatistics(gym.make("FrozenLake-v1", is_slippery=False)))
     parent.reset(seed=0)
     parent.act("right")
@@ -133,3 +134,26 @@ def test_a_wrapper_with_state_of_its_own_is_copied_deeply() -> None:
         child.act(reply)
     assert child.success and len(child.env.return_queue) == 1 and len(parent.env.return_queue) == 0
     assert parent.env.unwrapped.s == 1
+
+
+class _MovingHole(FrozenLakeEnv):
+    """A toy-text subclass that writes its map in place at each reset: it must not be forked shallowly."""
+
+    def reset(self, *, seed=None, options=None):
+        out = super().reset(seed=seed, options=options)
+        self.desc[1, 1] = b"F" if self.desc[1, 1] == b"H" else b"H"
+        return out
+
+
+def test_a_toy_text_subclass_is_copied_deeply() -> None:
+    """gymnasium's own toy-text classes are forked shallowly; a subclass may change its map in place, so its
+    children get maps of their own (and spaces, and start distribution)."""
+    parent = GymEpisode(TimeLimit(_MovingHole(is_slippery=False), 100))
+    parent.reset(seed=0)
+    a, b = parent.fork(2)
+    maps = []
+    for child in (a, b):
+        child.reset()
+        maps.append(child.env.unwrapped.desc[1, 1])
+    assert maps == [b"H", b"H"] and parent.env.unwrapped.desc[1, 1] == b"F"  # each toggled its own copy
+    assert a.env.unwrapped.action_space is not parent.env.unwrapped.action_space
