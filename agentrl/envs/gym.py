@@ -283,9 +283,8 @@ def read_only_parts(env: gym.Env) -> dict[int, Any]:
     """A `copy.deepcopy` memo that shares, rather than copies, what an env never writes after it is made: its
     specs, a toy-text env's transition table `P` (a dict of every state's outcomes), the map, start distribution and
     spaces of an env that only rebinds its attributes (`_rebinds_only`: gymnasium's toy-text envs never sample
-    their own spaces), and the attributes its class names in `fork_shared`.
-    Sharing them keeps a fork exact and makes it faster; a fresh memo for each copy, so that children share
-    nothing else.
+    their own spaces), and the attributes its class names in `fork_shared`. Sharing them keeps a fork exact and
+    makes it faster; a fresh memo for each copy, so that children share nothing else.
     """
     unwrapped = env.unwrapped
     shared: list[Any] = [env.spec, unwrapped.spec]
