@@ -85,15 +85,21 @@ def _actions(episode: GymEpisode) -> list[int]:
     return [i % n for i in (1, 2, 2, 1, 0, 2, 1, 1, 3, 0)]
 
 
-def test_a_fork_shares_only_what_the_env_never_writes() -> None:
-    """The transition table, spec and a random-start map's layouts are shared; the position and generator are not."""
+def _random_start_map_and_child(slippery: bool, seed: int) -> tuple[GymEpisode, GymEpisode]:
+    """A random-start, random-orientation map reset with `seed`, and one fork of it."""
     config = EnvConfig(
         entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart",
-        kwargs={"is_slippery": False, "random_orientation": True},
+        kwargs={"is_slippery": slippery, "random_orientation": True},
     )
     parent = GymEpisode.from_config(config)
-    parent.reset(seed=1)
+    parent.reset(seed=seed)
     (child,) = parent.fork(1)
+    return parent, child
+
+
+def test_a_fork_shares_only_what_the_env_never_writes() -> None:
+    """The transition table, spec and a random-start map's layouts are shared; the position and generator are not."""
+    parent, child = _random_start_map_and_child(slippery=False, seed=1)
     mine, theirs = parent.env.unwrapped, child.env.unwrapped
     assert theirs.P is mine.P and child.env.spec is parent.env.spec and theirs._layouts is mine._layouts
     assert theirs is not mine and theirs.np_random is not mine.np_random
@@ -109,13 +115,7 @@ def test_a_shallow_fork_carries_the_generator_into_later_episodes() -> None:
     """A random-start map is forked shallowly (it only rebinds its attributes) with a copy of its generator: resets
     without a seed draw the same orientations and starts in the child as in the parent, and the child's draws do
     not move the parent's generator."""
-    config = EnvConfig(
-        entry_point="agentrl.envs.frozen_lake:FrozenLakeRandomStart",
-        kwargs={"is_slippery": True, "random_orientation": True},
-    )
-    parent = GymEpisode.from_config(config)
-    parent.reset(seed=5)
-    (child,) = parent.fork(1)
+    parent, child = _random_start_map_and_child(slippery=True, seed=5)
     seed_seq = parent.env.unwrapped.np_random.bit_generator.seed_seq
     assert child.env.unwrapped.np_random.bit_generator.seed_seq is not seed_seq
     theirs = [(child.reset(), play(child, ["down", "right", "down"])) for _ in range(6)]
