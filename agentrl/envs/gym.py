@@ -281,19 +281,15 @@ def fork_problem(cfg: EnvConfig) -> str | None:
 
 def read_only_parts(env: gym.Env) -> dict[int, Any]:
     """A `copy.deepcopy` memo that shares, rather than copies, what an env never writes after it is made: its
-    specs, a toy-text env's transition table `P` (a dict of every state's outcomes), the map, start distribution and
-    spaces of an env that only rebinds its attributes (`_rebinds_only`: gymnasium's toy-text envs never sample
-    their own spaces), and the attributes its class names in `fork_shared`. Sharing them keeps a fork exact and
-    makes it faster; a fresh memo for each copy, so that children share nothing else.
+    specs, a toy-text env's transition table `P` (a dict of every state's outcomes), and the attributes its class
+    names in `fork_shared`. Sharing them keeps a fork exact and makes it faster; a fresh memo for each copy, so
+    that children share nothing else. (An env copied shallowly, `_copy_env`, shares all it does not rebind.)
     """
     unwrapped = env.unwrapped
     shared: list[Any] = [env.spec, unwrapped.spec]
     shared += [getattr(unwrapped, name) for name in getattr(unwrapped, "fork_shared", ())]
     if isinstance(unwrapped, _TOY_TEXT_ENVS):
         shared.append(unwrapped.P)
-    if _rebinds_only(unwrapped):  # not for any subclass: one may sample its spaces or write its map in place
-        shared += [unwrapped.observation_space, unwrapped.action_space]
-        shared += [getattr(unwrapped, name, None) for name in ("desc", "initial_state_distrib")]
     return {id(part): part for part in shared if part is not None}
 
 
