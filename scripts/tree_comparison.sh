@@ -6,6 +6,7 @@
 # `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
 # The seed is `rollout.seed` alone, as in docs/recipes/gym.md's flat runs.
 # `treegigpo`: the same trees credited by GiGPO (a fork's children share their anchor state exactly).
+# `treefillgigpo`: the filled trees (below) credited by GiGPO.
 # `treefill`: the tree arm with `rollout.tree.fill`: an episode that ends at its first turn hands its second leaf
 # back and the tree starts another first branch, so a tree always has flat's 4 leaves a prompt.
 # `treeeq`: filled trees at about flat's generated tokens a step: one tree a prompt, 3 first turns each forked
@@ -44,6 +45,7 @@ for seed in "$@"; do
       treeeq) args=("${tree_grpo[@]}" "${eq_trees[@]}") ;;
       treeeqw) args=("${tree_grpo[@]}" "${eq_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
+      treefillgigpo) args=(trainer.advantage=gigpo "${trees[@]}" rollout.tree.fill=true) ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"
