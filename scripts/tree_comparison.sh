@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 45's learning comparison on a recipe (RECIPE: gym, the default, tool_use, tool_chain or tool_choice): tree
-# rollouts with tree_grpo against flat GRPO and flat GiGPO at no more cost per step (the recipe's prompts a step;
-# flat: 4 episodes each; tree: one tree each, forked into 2 before the first turn and each child into 2 after it,
-# so 4 leaves per prompt that share first turns pairwise: for the same policy no more generated tokens than flat;
-# `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
+# Issue 45's learning comparison on a recipe (RECIPE: gym, the default, tool_use, tool_chain, tool_choice or
+# tool_pick): tree rollouts with tree_grpo against flat GRPO and flat GiGPO at no more cost per step (the recipe's
+# prompts a step; flat: 4 episodes each; tree: one tree each, forked into 2 before the first turn and each child
+# into 2 after it, so 4 leaves per prompt that share first turns pairwise: for the same policy no more generated
+# tokens than flat; `rollout/generated_tokens` measures it). Runs one at a time (2 cores).
 # The seed is `rollout.seed` alone, as in docs/recipes/gym.md's flat runs.
 # `treegigpo`: the same trees credited by GiGPO (a fork's children share their anchor state exactly).
 # `treefillgigpo`: the filled trees (below) credited by GiGPO.
@@ -19,6 +19,14 @@
 # `rollout.tree.child_temperature`), so that siblings from one state differ more often.
 # `treehalf`: treefill with both Tree-GRPO terms at half weight (`trainer.tree_intra_weight=0.5`,
 # `trainer.tree_inter_weight=0.5`): a leaf's advantage on the scale of flat GRPO's rather than up to twice it.
+# `treewide`: one root a prompt, forked after its first turn into WIDTH children (default 6), credited by tree_grpo
+# with the intra-tree term alone (`trainer.tree_inter_weight=0`): with one tree a prompt both terms compare the same
+# leaves, so this is GRPO over the children of one state; the root's first turn is never trained (its advantage is
+# 0). `tree2x3`: two roots a prompt, each forked after its first turn into 3 (6 leaves), tree_grpo as the paper
+# has it: the first turns are compared across the two trees. For tool_pick, whose first turn (copy the question's
+# key) every episode should write alike: 6 leaves spend no more than flat's 4 episodes, the first turn generated
+# once a tree. `tree2x3w`: tree2x3 with `trainer.tree_prefix_weight=leaves` (a first turn trained at 3 times its
+# advantage, as if once per leaf below it).
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
 # Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
@@ -45,6 +53,11 @@ for seed in "$@"; do
       treeeq) args=("${tree_grpo[@]}" "${eq_trees[@]}") ;;
       treeeqw) args=("${tree_grpo[@]}" "${eq_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
+      treewide) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[1]"
+                      rollout.tree.width="${WIDTH:-6}" trainer.tree_inter_weight=0) ;;
+      tree2x3) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=3) ;;
+      tree2x3w) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=3
+                      trainer.tree_prefix_weight=leaves) ;;
       treefillgigpo) args=(trainer.advantage=gigpo "${trees[@]}" rollout.tree.fill=true) ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
