@@ -1,7 +1,6 @@
 """The tool_choice recipe: its data (a choice of key, then two dependent lookups), the tool it shares with
 tool_chain, and a reward that pays shaping only to an episode that ended with an answer."""
 
-import asyncio
 import json
 import re
 from pathlib import Path
@@ -10,18 +9,11 @@ import pytest
 
 from agentrl.config import load_config
 from agentrl.rewards.pipeline import RewardPipeline
-from agentrl.tools.base import ToolCall
-from agentrl.tools.registry import build_tools
-from agentrl.tools.toolset import ToolSet
-from agentrl.types import Message, Sample, Trajectory
+from agentrl.types import Sample
+from tests.unit.lookup_helpers import call, episode, lookup
 
 RECIPES = Path(__file__).parents[2] / "recipes"
 QUESTION = re.compile(r"Keys: ([A-Z]{4}), ([A-Z]{4})\. Look up the (first|second) key")
-
-
-def _lookup(key: str) -> str:
-    tools = ToolSet(build_tools(load_config("tool_choice").tools), trajectory_id="t")
-    return asyncio.run(tools.execute(ToolCall(id="call_0", name="lookup", arguments={"key": key}))).content
 
 
 def _rows(name: str) -> list[dict]:
@@ -44,7 +36,7 @@ def test_every_answer_is_two_lookups_from_the_key_the_question_chooses():
         for row in some[:6]:
             first_key, second_key, which = QUESTION.match(row["prompt"][-1]["content"]).groups()
             key = first_key if which == "first" else second_key
-            assert row["ground_truth"] == _lookup(_lookup(key).split()[0])
+            assert row["ground_truth"] == lookup("tool_choice", lookup("tool_choice", key).split()[0])
     examples = {json.dumps(r["prompt"][:-1]) for name in rows for r in rows[name]}
     assert len(examples) == 1, "training and held-out prompts carry the same worked examples"
     pairs = [{QUESTION.match(r["prompt"][-1]["content"]).group(1, 2) for r in rows[name]} for name in rows]
@@ -52,36 +44,21 @@ def test_every_answer_is_two_lookups_from_the_key_the_question_chooses():
     assert not held_out_keys & {key for pair in pairs[0] for key in pair}
 
 
-def _episode(*turns: str) -> Trajectory:
-    """Assistant turns; a turn that calls lookup is followed by the tool's real result."""
-    messages = [Message(role="user", content="q")]
-    for turn in turns:
-        messages.append(Message(role="assistant", content=turn))
-        called = re.search(r'"key": "(\w+)"', turn)
-        if called:
-            messages.append(Message(role="tool", name="lookup", content=_lookup(called[1]), tool_call_id="c"))
-    return Trajectory(messages=messages)
-
-
-def _call(key: str) -> str:
-    return f'<tool_call>\n{{"name": "lookup", "arguments": {{"key": "{key}"}}}}\n</tool_call>'
-
-
 @pytest.mark.parametrize(
     ("case", "expected"),
     [("right", 1.3), ("right_chain_wrong_number", 0.3), ("chain_to_max_turns", 0.0), ("wrong_key", 0.0)],
 )
 def test_shaping_is_paid_only_to_an_episode_that_answered(case, expected):
-    first = _lookup("KQZV").split()[0]
-    answer = _lookup(first)
-    other = _lookup(_lookup("MTLA").split()[0])
+    first = lookup("tool_choice", "KQZV").split()[0]
+    answer = lookup("tool_choice", first)
+    other = lookup("tool_choice", lookup("tool_choice", "MTLA").split()[0])
     turns = {
-        "right": [_call("KQZV"), _call(first), f"The answer is {answer}."],
-        "right_chain_wrong_number": [_call("KQZV"), _call(first), f"The answer is {first}."],
-        "chain_to_max_turns": [_call("KQZV"), _call(first), _call(answer), _call(_lookup(answer))],
-        "wrong_key": [_call("MTLA"), _call(_lookup("MTLA").split()[0]), f"The answer is {other}."],
+        "right": [call("KQZV"), call(first), f"The answer is {answer}."],
+        "right_chain_wrong_number": [call("KQZV"), call(first), f"The answer is {first}."],
+        "chain_to_max_turns": [call("KQZV"), call(first), call(answer), call(lookup("tool_choice", answer))],
+        "wrong_key": [call("MTLA"), call(lookup("tool_choice", "MTLA").split()[0]), f"The answer is {other}."],
     }[case]
     pipeline = RewardPipeline(load_config("tool_choice").reward)
-    assert pipeline.score_batch([_episode(*turns)], [Sample(prompt=[], ground_truth=answer)]) == [
+    assert pipeline.score_batch([episode("tool_choice", *turns)], [Sample(prompt=[], ground_truth=answer)]) == [
         pytest.approx(expected)
     ]
