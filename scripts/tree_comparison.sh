@@ -38,6 +38,8 @@ trees=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2)  # on
 tree_grpo=(trainer.advantage=tree_grpo "${trees[@]}" trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group)
 # `treeeq`'s trees: 3 first turns each forked into 3, filled, no forks once the tree spent its budget
 eq_trees=(rollout.tree.width=3 rollout.tree.fill=true rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}")
+# `tree2x3`'s trees: two roots a prompt, each forked after its first turn into 3
+pair_trees=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=3)
 for seed in "$@"; do
   for arm in ${ARMS:-gigpo grpo tree}; do
     dir="$out_root/$arm-seed$seed"
@@ -55,9 +57,8 @@ for seed in "$@"; do
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;
       treewide) args=(trainer.advantage=tree_grpo rollout.n=1 "rollout.tree.branch_turns=[1]"
                       rollout.tree.width="${WIDTH:-6}" trainer.tree_inter_weight=0) ;;
-      tree2x3) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=3) ;;
-      tree2x3w) args=(trainer.advantage=tree_grpo rollout.n=2 "rollout.tree.branch_turns=[1]" rollout.tree.width=3
-                      trainer.tree_prefix_weight=leaves) ;;
+      tree2x3) args=("${pair_trees[@]}") ;;
+      tree2x3w) args=("${pair_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
       treefillgigpo) args=(trainer.advantage=gigpo "${trees[@]}" rollout.tree.fill=true) ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
