@@ -22,10 +22,17 @@ class TreeConfig(_Section):
         None,
         gt=0,
         description="instead of branch_turns: fork after a turn whose first entropy_tokens tokens were uncertain, "
-        "their mean surprisal (-logprob: an estimate of the policy's entropy there) at least this many nats (as "
-        "ARPO branches), up to max_branch_points times",
+        "their mean surprisal (-logprob: an estimate of the policy's entropy there) at least this many nats (or "
+        "before it, as ARPO branches: resample_uncertain), up to max_branch_points times",
     )
     entropy_tokens: int = Field(16, ge=1, description="with entropy: the turn's first tokens it averages over")
+    resample_uncertain: bool = Field(
+        False,
+        description="with entropy: fork at the state before the uncertain turn rather than after it, so that the "
+        "children sample that turn again (ARPO's partial sampling; the turn as played is the first child's). Each "
+        "turn that may fork copies the episode's state first (a container's filesystem with a sandbox), and the "
+        "copy is freed when the turn was certain",
+    )
     max_branch_points: int = Field(2, ge=1, description="with every or entropy: forks along one path at most")
     width: int = Field(2, ge=2, description="children per branch point; a tree has up to width^depth leaves")
     max_tokens: int | None = Field(
@@ -66,6 +73,11 @@ class TreeConfig(_Section):
             raise ValueError(
                 "rollout.tree.fill starts new first branches from the prompt, so the tree must branch there: set "
                 f"rollout.tree.branch_turns to start with 0 (e.g. [0,1]), got {turns or 'no branch_turns'}"
+            )
+        if self.resample_uncertain and self.entropy is None:
+            raise ValueError(
+                "rollout.tree.resample_uncertain forks before a turn the policy was uncertain of, but no "
+                "rollout.tree.entropy is set: set it (e.g. rollout.tree.entropy=1.0) or unset resample_uncertain"
             )
         if not rules and self.child_temperature is not None:
             raise ValueError(

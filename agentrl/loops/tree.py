@@ -93,13 +93,23 @@ class _Tree:
         branch point (then branch) or to its end (then it is a leaf)."""
         try:
             while self.budget.spent or quota == 1 or not self.shape.branches_here(ctx.trajectory, taken):
-                if not self.budget.spent and quota > 1 and self.shape.branches_after_next_turn(ctx.trajectory, taken):
+                may_fork = not self.budget.spent and quota > 1
+                if may_fork and self.shape.branches_after_next_turn(ctx.trajectory, taken):
                     await self._prepare(ctx, state)
+                snapshot = await self._snapshot(ctx, state) if may_fork and self.shape.snapshots_before(
+                    ctx.trajectory, taken) else None  # fmt: skip
                 before = usage(ctx.trajectory)
                 try:
                     done = await self.loop.step(ctx, state)
+                except BaseException:
+                    await self._drop(snapshot)
+                    raise
                 finally:  # a turn that ended the episode by raising (StopLoop) was generated all the same
                     self.budget.add(before, ctx.trajectory)
+                if snapshot is not None:
+                    if not self.budget.spent and self.shape.uncertain(ctx.trajectory):
+                        return await self.resample(snapshot, ctx, state, done, path, taken, quota)
+                    await self._drop(snapshot)
                 if done:
                     return await self.leaf(ctx, state, path, taken, quota)
         except Exception as exc:  # StopLoop: a budget ended it; anything else: this leaf failed, not its siblings
@@ -116,6 +126,67 @@ class _Tree:
             await self.loop.prepare_fork(ctx, state, self.shape.width)
         except Exception:
             logger.warning("preparing the fork of trajectory %s failed", ctx.trajectory.id, exc_info=True)
+
+    async def _snapshot(self, ctx: AgentContext, state: Any) -> tuple[AgentContext, Any] | None:
+        """A copy of the episode as it is before its next turn (`resample_uncertain`); None when copying fails, and
+        the episode then goes on without forking there."""
+        (copy,) = ctx.fork(1)
+        try:
+            (copy_state,) = await self.loop.fork_state(state, [copy])
+        except Exception:
+            logger.warning("copying trajectory %s before its turn failed; it forks not there", ctx.trajectory.id,
+                           exc_info=True)  # fmt: skip
+            return None
+        return copy, copy_state
+
+    async def _drop(self, snapshot: tuple[AgentContext, Any] | None) -> None:
+        """Free a copy made before a turn that did not fork (also when the turn failed or was cancelled)."""
+        if snapshot is not None:
+            try:
+                await asyncio.shield(self.loop.discard(snapshot[1]))
+            except Exception:
+                logger.exception("freeing a copy of trajectory %s failed", snapshot[0].trajectory.id)
+
+    async def resample(
+        self,
+        snapshot: tuple[AgentContext, Any],
+        ctx: AgentContext,
+        state: Any,
+        done: bool,
+        path: tuple[int, ...],
+        taken: tuple[int, ...],
+        quota: int,
+    ) -> list[Trajectory]:
+        """The turn `ctx` just played was uncertain: fork at `snapshot`, the state before it. The episode as played
+        is the first child; the copy (forked again for a wider tree) holds the others, which sample the turn anew."""
+        copy, copy_state = snapshot
+        siblings = [(copy, copy_state)]
+        more = copy.fork(min(self.shape.width, quota) - 2)
+        if more:
+            try:
+                siblings += zip(more, await self.loop.fork_state(copy_state, more), strict=True)
+            except Exception:  # fewer siblings, not a failed episode
+                logger.warning("forking trajectory %s again failed", copy.trajectory.id, exc_info=True)
+        quotas = split(quota, 1 + len(siblings))
+        taken = (*taken, copy.trajectory.num_turns)
+        if not path:
+            self.next_first = len(quotas)
+        updates = [self.child_sampling(copy, index) for index in range(len(quotas))]
+        for child, update in zip([ctx] + [c for c, _ in siblings], updates, strict=True):
+            child.sampling = child.sampling.model_copy(update=update)
+        played = (
+            self.leaf(ctx, state, (*path, 0), taken, quotas[0])
+            if done
+            else self.grow(ctx, state, (*path, 0), taken, quotas[0])
+        )
+        grown = await asyncio.gather(
+            played,
+            *(
+                self.grow(child, child_state, (*path, i), taken, share)
+                for i, ((child, child_state), share) in enumerate(zip(siblings, quotas[1:], strict=True), 1)
+            ),
+        )
+        return [leaf for leaves in grown for leaf in leaves]
 
     async def branch(
         self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...], quota: int

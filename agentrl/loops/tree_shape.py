@@ -7,8 +7,12 @@ Three rules, one per tree:
 - every k turns (`every=k`): fork at turns k, 2k, … up to `max_branch_points` forks along a path;
 - uncertainty (`entropy=h`): fork after a turn whose first `entropy_tokens` tokens have a mean surprisal
   (−logprob of the sampled tokens, a one-sample estimate of the policy's entropy there) of at least `h` nats, up
-  to `max_branch_points` forks along a path. ARPO (arXiv 2507.19849) branches where the entropy rises after a tool
-  call; the surprisal of the tokens the policy actually sampled is what a server returns for every turn.
+  to `max_branch_points` forks along a path; the surprisal of the tokens the policy actually sampled is what a
+  server returns for every turn. After such a turn the children share it and differ only in what follows. With
+  `resample_uncertain` the fork is at the state *before* the uncertain turn, as ARPO (arXiv 2507.19849) branches
+  where the entropy rises after a tool call: the turn as played is the first child's, and the others sample it
+  again. An uncertain turn is known only once played, so each turn that may fork copies the episode's state first
+  (`TreeShape.snapshots_before`), and the copy is freed when the turn was certain.
 
 With `fill`, a tree keeps its count of leaves: an episode that ends before a branch point below it hands back the
 leaves it would have grown (its quota: a node's share of the tree's width^depth leaves), and the tree starts that
@@ -43,6 +47,7 @@ class TreeShape:
         max_tool_calls: the same in tool calls.
         fill: hand the leaves an episode that ended early would have grown back to the tree (needs a branch at 0).
         child_temperature: the temperature the children of a fork after a turn sample at (None: the rollout's).
+        resample_uncertain: with `entropy`, fork at the state before the uncertain turn, not after it.
     """
 
     branch_turns: tuple[int, ...] = ()
@@ -55,6 +60,7 @@ class TreeShape:
     max_tool_calls: int | None = None
     fill: bool = False
     child_temperature: float | None = None
+    resample_uncertain: bool = False
 
     def __post_init__(self) -> None:
         turns = self.branch_turns
@@ -70,6 +76,8 @@ class TreeShape:
             )
         if self.fill and turns[:1] != (0,):
             raise UserError(f"a tree that fills starts new branches from the prompt: it must branch at 0, not {turns}")
+        if self.resample_uncertain and self.entropy is None:
+            raise UserError("resample_uncertain forks before an uncertain turn: it needs the entropy rule")
         if self.child_temperature is not None and self.child_temperature <= 0:
             raise UserError(f"children sample at a temperature > 0 (0 is greedy), not {self.child_temperature}")
 
@@ -87,6 +95,7 @@ class TreeShape:
             tree.max_tool_calls,
             tree.fill,
             tree.child_temperature,
+            tree.resample_uncertain,
         )
 
     @property
@@ -112,8 +121,18 @@ class TreeShape:
             return turn == self.branch_turns[len(taken)]
         if self.every:
             return turn > 0 and turn % self.every == 0
+        return turn > 0 and not self.resample_uncertain and self.uncertain(traj)
+
+    def snapshots_before(self, traj: Trajectory, taken: tuple[int, ...]) -> bool:
+        """With `resample_uncertain`: whether the episode's state is copied before its next turn, to fork there
+        should the turn be uncertain (not where the episode was forked: its siblings sample that turn already)."""
+        turn = traj.num_turns
+        return self.resample_uncertain and len(taken) < self.depth and not (taken and taken[-1] == turn)
+
+    def uncertain(self, traj: Trajectory) -> bool:
+        """Whether the episode's last turn was uncertain (the entropy rule)."""
         assert self.entropy is not None
-        return turn > 0 and last_turn_surprisal(traj, self.entropy_tokens) >= self.entropy
+        return last_turn_surprisal(traj, self.entropy_tokens) >= self.entropy
 
     def branches_after_next_turn(self, traj: Trajectory, taken: tuple[int, ...]) -> bool:
         """Whether the episode will fork once its next turn is played, as far as the rule knows in advance (fixed
@@ -127,11 +146,13 @@ class TreeShape:
 
 
 def last_turn_surprisal(traj: Trajectory, tokens: int) -> float:
-    """The mean −logprob of the first `tokens` tokens of the last generated turn (0 when it has no logprobs)."""
-    for segment in reversed(traj.segments):
-        if segment.trainable:
-            logprobs = (segment.logprobs or [])[:tokens]
-            return -sum(logprobs) / len(logprobs) if logprobs else 0.0
+    """The mean −logprob of the first `tokens` tokens of the last generated turn (0 when it has no logprobs), in
+    whichever step sample holds it (a loop with a history window starts a new one after each turn)."""
+    for sample in reversed(traj.step_samples()):
+        for segment in reversed(sample.segments):
+            if segment.trainable:
+                logprobs = (segment.logprobs or [])[:tokens]
+                return -sum(logprobs) / len(logprobs) if logprobs else 0.0
     return 0.0
 
 

@@ -82,6 +82,31 @@ def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_
         assert len(leaf.metadata["tree"]["node_advantages"]) == len(leaf.metadata["tree"]["path"]) + 1
 
 
+def test_a_gym_tree_forks_before_an_uncertain_turn_and_its_siblings_sample_that_turn_again(hf_server_url, tmp_path):
+    entropy = ["rollout.tree.branch_turns=[]", "rollout.tree.entropy=0.5", "rollout.tree.resample_uncertain=true",
+               "rollout.tree.max_branch_points=1"]  # fmt: skip
+    steps = train(hf_server_url, tmp_path, "gym", "env.max_steps=3", "agent.max_turns=3", "env.history_turns=0",
+                  "env.kwargs.bump_ends_episode=false", "trainer.steps=1", *entropy)  # fmt: skip
+    assert [s["step"] for s in steps] == [1]
+    trees: dict[str, list[Trajectory]] = defaultdict(list)
+    for leaf in leaves(tmp_path, 1):
+        trees[leaf.metadata["tree"]["id"]].append(leaf)
+    forked = [sorted(tree, key=lambda leaf: leaf.metadata["tree"]["path"]) for tree in trees.values() if len(tree) > 1]
+    assert forked, "no turn of the untrained policy had a mean surprisal of 0.5 nats or more, so no tree forked"
+    for played, sibling in forked:
+        (at,) = played.metadata["tree"]["branch_turns"]
+        mine, theirs = _turns(played), _turns(sibling)
+        assert [s.token_ids for s in mine[:at]] == [s.token_ids for s in theirs[:at]]  # the state before it, shared
+        first = mine[at].logprobs[:16]
+        assert -sum(first) / len(first) >= 0.5  # the turn as played was uncertain; the sibling sampled it again
+        assert len(theirs) > at
+
+
+def _turns(leaf: Trajectory) -> list:
+    """The leaf's generated turns in order, over all its step samples (history_turns=0 starts one a turn)."""
+    return [s for sample in leaf.step_samples() for s in sample.segments if s.trainable]
+
+
 def test_a_filled_tree_has_flats_four_episodes_a_prompt(hf_server_url, tmp_path):
     """Untrained, many first replies answer without calling the tool and end the episode before the fork after
     turn 1: `fill` starts new first branches for them, so every tree still has 4 leaves. The children of the fork

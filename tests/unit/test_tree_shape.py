@@ -67,6 +67,75 @@ def test_a_tree_forks_after_the_turns_its_policy_was_unsure_of(tokenizer) -> Non
     assert len(rows.rows) == len(leaves)
 
 
+def _assistant_turns(traj) -> list:
+    return [s for s in traj.segments if s.trainable]
+
+
+def _tokens_before_turn(traj, turn: int) -> tuple[int, ...]:
+    ids: list[int] = []
+    for segment in traj.segments:
+        if segment is _assistant_turns(traj)[turn]:
+            return tuple(ids)
+        ids += segment.token_ids
+    raise AssertionError(f"no turn {turn}")
+
+
+def test_resample_uncertain_forks_before_the_uncertain_turn_and_the_siblings_sample_it_again(tokenizer) -> None:
+    class Recording(SometimesUnsure):
+        asked: list[tuple[tuple[int, ...], int]] = []
+
+        async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+            self.asked.append((tuple(prompt_ids), sampling.seed))
+            return await super().generate(prompt_ids, sampling, session_id)
+
+    shape = TreeShape(entropy=2.0, max_branch_points=2, resample_uncertain=True)
+    _, leaves = play(shape, tokenizer, Recording(tokenizer))
+    assert len(leaves) >= 2
+    by_path = {tuple(leaf.metadata["tree"]["path"]): leaf for leaf in leaves}
+    for leaf in leaves:
+        tree = leaf.metadata["tree"]
+        for depth, at in enumerate(tree["branch_turns"]):
+            played = next(p for path, p in by_path.items() if list(path[: depth + 1]) == [*tree["path"][:depth], 0])
+            assert _assistant_turns(played)[at].logprobs[0] == UNCERTAIN  # the turn as played was uncertain
+            shared = _assistant_turns(leaf)[:at]
+            assert [s.token_ids for s in shared] == [s.token_ids for s in _assistant_turns(played)[:at]]
+            prefix = _tokens_before_turn(leaf, at)  # the state both sampled the turn from, with seeds of their own
+            assert len({seed for prompt, seed in Recording.asked if prompt == prefix}) == shape.width
+    # a turn that forks is never one its episode was forked at: at most one fork per turn count along a path
+    assert all(len(set(leaf.metadata["tree"]["branch_turns"])) == len(leaf.metadata["tree"]["path"]) for leaf in leaves)
+    rows = row_advantages(TrainerConfig(advantage="tree_grpo"), _scored(leaves))
+    assert len(rows.rows) == len(leaves)
+
+
+def test_resample_uncertain_frees_every_copy_of_a_turn_that_did_not_fork(tokenizer) -> None:
+    class Counting(GymAgentLoop):
+        live: set[int] = set()
+
+        async def begin(self, sample, ctx):
+            state = await super().begin(sample, ctx)
+            self.live.add(id(state))
+            return state
+
+        async def fork_state(self, state, children):
+            states = await super().fork_state(state, children)
+            self.live.update(id(s) for s in states)
+            return states
+
+        async def discard(self, state):
+            self.live.discard(id(state))
+            await super().discard(state)
+
+        async def end(self, ctx, state):
+            self.live.discard(id(state))
+            await super().end(ctx, state)
+
+    ctx = context(tokenizer, SometimesUnsure(tokenizer))
+    gym = Counting(AGENT, env=loop().env_config)
+    shape = TreeShape(entropy=2.0, max_branch_points=2, resample_uncertain=True)
+    leaves = asyncio.run(run_tree(gym, ctx.sample, ctx, shape))
+    assert len(leaves) >= 2 and Counting.live == set()
+
+
 def _scored(leaves):
     for i, leaf in enumerate(leaves):
         leaf.reward = float(i % 2)
@@ -78,6 +147,18 @@ def test_surprisal_is_the_mean_negative_logprob_of_the_turns_first_tokens(tokeni
     ctx, (leaf, *_) = play(TreeShape(branch_turns=(1,)), tokenizer)
     assert last_turn_surprisal(leaf, 16) == pytest.approx(0.25)
     assert last_turn_surprisal(ctx.trajectory.model_copy(update={"segments": []}), 16) == 0.0
+
+
+@pytest.mark.parametrize("resample", [False, True])
+def test_a_history_window_forks_where_the_whole_conversation_does(tokenizer, resample) -> None:
+    """The gym loop with `env.history_turns` starts a new step sample after each turn: the uncertain turn is in the
+    sample before the current one, and the tree must still see it."""
+    shape = TreeShape(entropy=2.0, max_branch_points=2, resample_uncertain=resample)
+    trees = []
+    for history_turns in (None, 0):
+        ctx = context(tokenizer, SometimesUnsure(tokenizer))
+        trees.append(branches(asyncio.run(run_tree(loop(history_turns), ctx.sample, ctx, shape))))
+    assert trees[0] == trees[1] and len(trees[0]) > 2
 
 
 def test_a_tree_forks_no_more_once_its_budget_is_spent(tokenizer) -> None:
@@ -115,6 +196,10 @@ def test_tree_settings_are_checked_at_load() -> None:
         load_config("gym", ["rollout.tree.branch_turns=[1]", "rollout.tree.every=2"])
     with pytest.raises(ConfigError, match="no tree is set"):
         load_config("gym", ["rollout.tree.max_tool_calls=8"])
+    with pytest.raises(ConfigError, match="no rollout.tree.entropy is set"):
+        load_config("gym", ["rollout.tree.every=2", "rollout.tree.resample_uncertain=true"])
+    cfg = load_config("gym", ["rollout.tree.entropy=1.5", "rollout.tree.resample_uncertain=true"])
+    assert TreeShape.of(cfg.rollout.tree).resample_uncertain
     with pytest.raises(UserError, match="exactly one rule"):
         TreeShape(width=2)
 
