@@ -27,6 +27,10 @@
 # key) every episode should write alike: 6 leaves spend no more than flat's 4 episodes, the first turn generated
 # once a tree. `tree2x3w`: tree2x3 with `trainer.tree_prefix_weight=leaves` (a first turn trained at 3 times its
 # advantage, as if once per leaf below it).
+# `treeunsure`: two roots a prompt, each forked into 2 at the state before its first turn whose mean surprisal
+# reached UNSURE nats (default 0.2; `rollout.tree.entropy` with `rollout.tree.resample_uncertain`: the siblings
+# sample that turn again), credited by the recipe's GiGPO: up to flat's 4 leaves a prompt, the turns before the
+# fork shared.
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
 # Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
@@ -59,6 +63,8 @@ for seed in "$@"; do
                       rollout.tree.width="${WIDTH:-6}" trainer.tree_inter_weight=0) ;;
       tree2x3) args=("${pair_trees[@]}") ;;
       tree2x3w) args=("${pair_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
+      treeunsure) args=(trainer.advantage=gigpo rollout.n=2 rollout.tree.entropy="${UNSURE:-0.2}"
+                        rollout.tree.resample_uncertain=true rollout.tree.max_branch_points=1 rollout.tree.width=2) ;;
       treefillgigpo) args=(trainer.advantage=gigpo "${trees[@]}" rollout.tree.fill=true) ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \

@@ -98,18 +98,22 @@ class _Tree:
                     await self._prepare(ctx, state)
                 snapshot = await self._snapshot(ctx, state) if may_fork and self.shape.snapshots_before(
                     ctx.trajectory, taken) else None  # fmt: skip
-                before = usage(ctx.trajectory)
+                before, stop = usage(ctx.trajectory), None
                 try:
                     done = await self.loop.step(ctx, state)
+                except StopLoop as exc:  # a limit ended the episode at this turn, which was played all the same
+                    done, stop = True, exc
                 except BaseException:
                     await self._drop(snapshot)
                     raise
-                finally:  # a turn that ended the episode by raising (StopLoop) was generated all the same
+                finally:
                     self.budget.add(before, ctx.trajectory)
                 if snapshot is not None:
                     if not self.budget.spent and self.shape.uncertain(ctx.trajectory):
-                        return await self.resample(snapshot, ctx, state, done, path, taken, quota)
+                        return await self.resample(snapshot, ctx, state, stop or done, path, taken, quota)
                     await self._drop(snapshot)
+                if stop is not None:
+                    raise stop
                 if done:
                     return await self.leaf(ctx, state, path, taken, quota)
         except Exception as exc:  # StopLoop: a budget ended it; anything else: this leaf failed, not its siblings
@@ -152,13 +156,14 @@ class _Tree:
         snapshot: tuple[AgentContext, Any],
         ctx: AgentContext,
         state: Any,
-        done: bool,
+        done: bool | StopLoop,
         path: tuple[int, ...],
         taken: tuple[int, ...],
         quota: int,
     ) -> list[Trajectory]:
         """The turn `ctx` just played was uncertain: fork at `snapshot`, the state before it. The episode as played
-        is the first child; the copy (forked again for a wider tree) holds the others, which sample the turn anew."""
+        is the first child (a leaf when the turn ended it: `done`, or the `StopLoop` a limit raised); the copy
+        (forked again for a wider tree) holds the others, which sample the turn anew."""
         copy, copy_state = snapshot
         siblings = [(copy, copy_state)]
         more = copy.fork(min(self.shape.width, quota) - 2)
@@ -175,7 +180,7 @@ class _Tree:
         for child, update in zip([ctx] + [c for c, _ in siblings], updates, strict=True):
             child.sampling = child.sampling.model_copy(update=update)
         played = (
-            self.leaf(ctx, state, (*path, 0), taken, quotas[0])
+            self.leaf(ctx, state, (*path, 0), taken, quotas[0], done if isinstance(done, StopLoop) else None)
             if done
             else self.grow(ctx, state, (*path, 0), taken, quotas[0])
         )

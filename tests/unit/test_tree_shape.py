@@ -149,6 +149,23 @@ def test_surprisal_is_the_mean_negative_logprob_of_the_turns_first_tokens(tokeni
     assert last_turn_surprisal(ctx.trajectory.model_copy(update={"segments": []}), 16) == 0.0
 
 
+def test_an_uncertain_turn_that_ends_the_episode_is_sampled_again_by_its_siblings(tokenizer) -> None:
+    """An invalid reply that reaches the env's limit ends the episode by raising `StopLoop`: it was played all the
+    same, so with `resample_uncertain` its siblings sample it again, and each keeps its stop reason."""
+
+    class Invalid(SeededPolicy):
+        async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+            ids = [*self.tokenizer.encode("jump", add_special_tokens=False), self.tokenizer.eos_token_id]
+            return ScriptedOutput(ids, [UNCERTAIN] * len(ids), "stop")
+
+    env = loop().env_config.model_copy(update={"max_invalid_actions": 1})
+    ctx = context(tokenizer, Invalid(tokenizer))
+    shape = TreeShape(entropy=2.0, max_branch_points=1, width=3, resample_uncertain=True)
+    leaves = asyncio.run(run_tree(GymAgentLoop(AGENT, env=env), ctx.sample, ctx, shape))
+    assert branches(leaves) == [([i], [0]) for i in range(3)]
+    assert all(leaf.num_turns == 1 and leaf.stop_reason == StopReason.TOOL_ERROR_LIMIT for leaf in leaves)
+
+
 @pytest.mark.parametrize("resample", [False, True])
 def test_a_history_window_forks_where_the_whole_conversation_does(tokenizer, resample) -> None:
     """The gym loop with `env.history_turns` starts a new step sample after each turn: the uncertain turn is in the
