@@ -1,15 +1,18 @@
 """Tree rollouts: an episode stepped to its branch points, forked there with all its state, each child stepped on.
 
 At each branch point (before the next turn is generated; where `TreeShape` says: fixed turns, every k turns, or
-after an uncertain turn, while the tree's budget lasts) the running episode becomes `width` children: the
-context's exact tokens so far (`AgentContext.fork`) and the loop's state (`SteppedLoop.fork_state`: its
-environment, sandbox, tools). Every child samples with a seed of its own (derived from its parent's and its place
-in the tree) when the parent's was seeded, and at `child_temperature` when that is set and the fork comes after a
-turn (siblings from one state that differ more; their segments record it, so the trainer stays exact). The leaves
-are the trajectories; each carries `metadata["tree"]`: the tree's id, its `path` (the child index taken at each
-branch point) and the `branch_turns` it went through, from which `tree_nodes` rebuilds the tree for credit
-(`trainer.tree_advantages`), and the whole tree's cost: `tokens` generated and `tool_calls` made, each node
-counted once. A child that fails becomes a failed leaf; it never takes its siblings down.
+after an uncertain turn, while the tree's budget lasts) the running episode becomes `width` children: the context's
+exact tokens so far (`AgentContext.fork`) and the loop's state (`SteppedLoop.fork_state`: its environment, sandbox,
+tools). With `resample_uncertain` the branch point is the state before an uncertain turn: the episode is copied
+before each turn that may fork, and when the turn was uncertain the episode as played becomes the first child and
+the copy the others, which sample that turn again (`_Tree.resample`). Every child samples with a seed of its own
+(derived from its parent's and its place in the tree) when the parent's was seeded, and at `child_temperature` when
+that is set and the fork comes after a turn (siblings from one state that differ more; their segments record it, so
+the trainer stays exact). The leaves are the trajectories; each carries `metadata["tree"]`: the tree's id, its
+`path` (the child index taken at each branch point) and the `branch_turns` it went through, from which `tree_nodes`
+rebuilds the tree for credit (`trainer.tree_advantages`), and the whole tree's cost: `tokens` generated and
+`tool_calls` made, each node counted once. A child that fails becomes a failed leaf; it never takes its siblings
+down.
 
 Each node holds a quota: its share of the tree's width^depth leaves (a branch splits it among the children). With
 `fill`, an episode that ends holding more than one leaf's quota hands the rest back: the tree starts that many more

@@ -1,9 +1,11 @@
 """Tree rollouts of the SWE agent on real Docker: an episode forked after it edited a file gives leaves that each
-see the edit and not each other's, each leaf graded on its own patch; Ctrl-C of a SWE tree rollout (the real CLI,
-model and server) leaves no container behind."""
+see the edit and not each other's, each leaf graded on its own patch; one forked before its uncertain edit
+(`resample_uncertain`) whose sibling starts from the container as it was before that edit; Ctrl-C of a SWE tree
+rollout (the real CLI, model and server) leaves no container behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -53,6 +55,42 @@ async def test_a_swe_episode_forked_after_an_edit_gives_leaves_graded_on_their_o
         await rewards.ascore(leaf, task.to_sample())
     resolved = {leaf.metadata["model_patch"]: leaf.reward_details["resolved"]["resolved"] for leaf in leaves}
     assert resolved == {fixed: True, other: False}
+
+
+class UnsureOfTheEdit(ScriptedPolicy):
+    """The scripted replies, the editor call the one turn it is unsure of (3 nats a token), the others near certain."""
+
+    async def generate(self, prompt_ids, sampling, session_id=None):
+        out = await super().generate(prompt_ids, sampling, session_id)
+        nats = 3.0 if '"editor"' in self.tokenizer.decode(out.token_ids) else 0.01
+        return dataclasses.replace(out, logprobs=[-nats] * len(out.token_ids))
+
+
+async def test_a_swe_episode_forked_before_its_uncertain_edit_resamples_it_from_the_container_before(
+    task, default_tokenizer, tmp_path, no_leftovers
+):
+    """`resample_uncertain`: the container is copied before each turn; the first (certain) turn's copy is freed,
+    the edit (uncertain) forks there: the episode as played keeps it, its sibling starts from the container as it
+    was before it and submits without it."""
+    cfg = swe_config(tmp_path)
+    tree = cfg.rollout.tree
+    tree.branch_turns, tree.entropy, tree.resample_uncertain, tree.max_branch_points = [], 1.0, True, 1
+    path = patch_files(task.patch)[0]
+    replies = [bash(f"echo '# the parent was here' >> {path}"), edit_call(task.patch), SUBMIT, SUBMIT]
+    async with rollout_session(cfg, UnsureOfTheEdit(default_tokenizer, replies), default_tokenizer) as manager:
+        leaves = await manager.run([task.to_sample()])
+    assert sorted((leaf.metadata["tree"]["path"], leaf.metadata["tree"]["branch_turns"]) for leaf in leaves) == [
+        ([0], [1]),
+        ([1], [1]),
+    ], [leaf.error for leaf in leaves]
+    played, sibling = sorted(leaves, key=lambda leaf: leaf.metadata["tree"]["path"])
+    assert all("# the parent was here" in leaf.metadata["model_patch"] for leaf in leaves)
+    said = [[m.content for m in leaf.messages if m.role == "assistant"] for leaf in (played, sibling)]
+    assert [len(turns) for turns in said] == [3, 2] and ['"editor"' in str(turns) for turns in said] == [True, False]
+    rewards = RewardPipeline(cfg.reward)
+    for leaf in leaves:
+        await rewards.ascore(leaf, task.to_sample())
+    assert [leaf.reward_details["resolved"]["resolved"] for leaf in (played, sibling)] == [True, False]
 
 
 def test_ctrl_c_during_a_swe_tree_rollout_leaves_no_container(docker_client, hf_server_url, tmp_path):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+import tempfile
 
 import pytest
 
@@ -164,6 +166,31 @@ def test_an_uncertain_turn_that_ends_the_episode_is_sampled_again_by_its_sibling
     leaves = asyncio.run(run_tree(GymAgentLoop(AGENT, env=env), ctx.sample, ctx, shape))
     assert branches(leaves) == [([i], [0]) for i in range(3)]
     assert all(leaf.num_turns == 1 and leaf.stop_reason == StopReason.TOOL_ERROR_LIMIT for leaf in leaves)
+
+
+def test_resampled_siblings_start_from_the_sandbox_before_the_turn(tokenizer, tmp_path, monkeypatch) -> None:
+    """Each turn appends a word to log.txt and prints the line count; every turn is uncertain (0.5 nats), so each
+    path forks before its first and second turns. A sibling sampling a turn again must not see the word the turn
+    as played wrote: every leaf counts 1, 2, 3 lines. The copies made before each turn are all freed."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    async def scenario():
+        sandbox = LocalSandbox()
+        ctx = tool_context(tokenizer, sandbox)
+        ctx.sample = Sample(prompt=[Message(role="user", content="write three words")])
+        tool_loop = ToolAgentLoop(AgentConfig(name="tool_agent", tool_parser="hermes"))
+        shape = TreeShape(entropy=0.4, max_branch_points=2, resample_uncertain=True)
+        leaves = await run_tree(tool_loop, ctx.sample, ctx, shape)
+        await ctx.tools.release()
+        await sandbox.close()
+        return leaves
+
+    leaves = asyncio.run(scenario())
+    assert branches(leaves) == [([a, b], [0, 1]) for a in (0, 1) for b in (0, 1)]
+    for leaf in leaves:
+        counts = [m.content for m in leaf.messages if m.role == "tool"]
+        assert [re.search(r"LINES=(\d)", str(c))[1] for c in counts] == ["1", "2", "3"]
+    assert not list(tmp_path.glob("agentrl-local-sandbox-*"))
 
 
 @pytest.mark.parametrize("resample", [False, True])
