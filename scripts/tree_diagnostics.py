@@ -4,8 +4,9 @@
 For each run (an `output_dir` of `agentrl train`, e.g. `OUT/treefill-seed1` of `scripts/tree_comparison.sh`) it
 prints, over its training steps:
 - prompt groups whose episodes all got the same reward (GRPO's inter-episode term is 0 there);
-- for tree rollouts, branch points after the root (children forked after a turn) whose leaves all got the same
-  reward (the intra-tree term is 0 there), and those whose children went on with exactly the same messages;
+- for tree rollouts, branch points after a turn (children forked once the episode played a turn or more, at any
+  depth: a tree forked only after its first turn has one at its root) whose leaves all got the same reward (the
+  intra-tree term is 0 there), and those whose leaves went on with exactly the same messages;
 - success (reward at or above `--success`) by the number of worked examples in the prompt (the user turns before
   the question), in training and at the last held-out evaluation: few-shot recipes (tool_use, tool_chain) mix
   prompts with different numbers of examples, and a policy can learn one shape and not the other.
@@ -27,15 +28,17 @@ def same_reward_share(groups: dict) -> str:
 
 
 def branch_points(steps: list[StepData]) -> tuple[dict, dict]:
-    """Rewards and continuations of each branch point below a tree's root, keyed by step, tree and path."""
+    """Rewards and continuations of the leaves below each branch point after a turn, keyed by step, tree and the
+    path to the branch point (a fork before the first turn compares first turns, as flat episodes do: left out)."""
     rewards, continuations = defaultdict(list), defaultdict(list)
     for step in steps:
         for traj in step.trajectories:
-            tree = traj.metadata.get("tree")
-            if tree and len(tree["path"]) >= 2:
-                key = (step.step, tree["id"], tuple(tree["path"][:-1]))
-                rewards[key].append(traj.reward)
-                continuations[key].append(str(traj.messages))
+            tree = traj.metadata.get("tree") or {"path": [], "branch_turns": []}
+            for depth, turn in enumerate(tree["branch_turns"]):
+                if turn >= 1:
+                    key = (step.step, tree["id"], tuple(tree["path"][:depth]))
+                    rewards[key].append(traj.reward)
+                    continuations[key].append(str(traj.messages))
     return rewards, continuations
 
 
@@ -61,7 +64,7 @@ def report(path: Path, success: float) -> None:
     rewards, continuations = branch_points(steps)
     if rewards:
         identical = sum(len(set(c)) == 1 for c in continuations.values() if len(c) >= 2)
-        print(f"  branch points after the root with one reward for all leaves: {same_reward_share(rewards)}"
+        print(f"  branch points after a turn with one reward for all leaves: {same_reward_share(rewards)}"
               f" (children identical: {identical})")  # fmt: skip
     print(f"  training success by worked examples: {by_examples(trained, success)}")
     evals = [s for s in run.steps if s.held_out]
