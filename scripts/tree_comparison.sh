@@ -30,7 +30,9 @@
 # `treeunsure`: two roots a prompt, each forked into 2 at the state before its first turn whose mean surprisal
 # reached UNSURE nats (default 0.2; `rollout.tree.entropy` with `rollout.tree.resample_uncertain`: the siblings
 # sample that turn again), credited by the recipe's GiGPO: up to flat's 4 leaves a prompt, the turns before the
-# fork shared.
+# fork shared. `treeunsurefill`: treeunsure with `rollout.tree.fill`: a root that never met such a turn ends holding
+# two leaves and the tree starts one more episode from the prompt, so a prompt always has flat's 4 leaves (a tree
+# whose policy is sure everywhere is flat GiGPO's 4 episodes).
 # Usage: RECIPE=gym ARMS="tree gigpo grpo" EXTRA="trainer.steps=16" scripts/tree_comparison.sh OUT_ROOT SEED...
 # Each run writes OUT_ROOT/<arm>-seed<S>/metrics.jsonl (ARMS defaults to three arms; EXTRA: overrides for every arm).
 set -euo pipefail
@@ -65,6 +67,9 @@ for seed in "$@"; do
       tree2x3w) args=("${pair_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
       treeunsure) args=(trainer.advantage=gigpo rollout.n=2 rollout.tree.entropy="${UNSURE:-0.2}"
                         rollout.tree.resample_uncertain=true rollout.tree.max_branch_points=1 rollout.tree.width=2) ;;
+      treeunsurefill) args=(trainer.advantage=gigpo rollout.n=2 rollout.tree.entropy="${UNSURE:-0.2}"
+                            rollout.tree.resample_uncertain=true rollout.tree.max_branch_points=1
+                            rollout.tree.width=2 rollout.tree.fill=true) ;;
       treefillgigpo) args=(trainer.advantage=gigpo "${trees[@]}" rollout.tree.fill=true) ;;
     esac
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \

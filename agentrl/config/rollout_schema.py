@@ -55,7 +55,8 @@ class TreeConfig(_Section):
         False,
         description="keep each tree at width^depth leaves: an episode that ends before a branch point below it "
         "hands the leaves it would have grown back, and the tree starts that many more first branches from the "
-        "prompt (needs branch_turns to start with 0); a full tree then has as many episodes as flat rollout.n would, "
+        "prompt (branch_turns must start with 0; with every or entropy, a root that did not fork before its first "
+        "turn becomes the first of those branches); a full tree then has as many episodes as flat rollout.n would, "
         "at no more tokens",
     )
 
@@ -69,10 +70,15 @@ class TreeConfig(_Section):
             raise ValueError(
                 f"rollout.tree: {' and '.join(rules)} are set; choose one rule of where to branch and unset the others"
             )
-        if self.fill and turns[:1] != [0]:
+        if self.fill and not rules:
+            raise ValueError(
+                "rollout.tree.fill keeps a tree's leaves, but no tree is set: set rollout.tree.branch_turns (starting "
+                "with 0, e.g. [0,1]), every or entropy, or unset fill"
+            )
+        if self.fill and turns and turns[0] != 0:
             raise ValueError(
                 "rollout.tree.fill starts new first branches from the prompt, so the tree must branch there: set "
-                f"rollout.tree.branch_turns to start with 0 (e.g. [0,1]), got {turns or 'no branch_turns'}"
+                f"rollout.tree.branch_turns to start with 0 (e.g. [0,1]), got {turns}"
             )
         if self.resample_uncertain and self.entropy is None:
             raise ValueError(

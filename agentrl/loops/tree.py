@@ -71,6 +71,8 @@ async def run_tree(loop: AgentLoopBase, sample: Sample, ctx: AgentContext, shape
         _mark(ctx.trajectory, tree.id, (), ())
         return [ctx.trajectory]
     leaves = await tree.grow(ctx, state, (), (), shape.leaves)
+    if tree.refilled:
+        _root_as_first_branch(leaves)
     for leaf in leaves:  # the whole tree's cost, each node counted once (the leaves each hold their own path)
         leaf.metadata["tree"] |= {"tokens": tree.budget.tokens, "tool_calls": tree.budget.tool_calls}
     return leaves
@@ -87,7 +89,8 @@ class _Tree:
     budget: TreeBudget
     sample: Sample
     fresh: AgentContext | None = None
-    next_first: int = 0  # the path index of the next first branch `fill` adds
+    next_first: int = 1  # the path index of the next first branch `fill` adds (0: the root's, should it not fork)
+    refilled: bool = False  # whether `fill` started first branches
 
     async def grow(
         self, ctx: AgentContext, state: Any, path: tuple[int, ...], taken: tuple[int, ...], quota: int
@@ -178,7 +181,7 @@ class _Tree:
         quotas = split(quota, 1 + len(siblings))
         taken = (*taken, copy.trajectory.num_turns)
         if not path:
-            self.next_first = len(quotas)
+            self.next_first = len(quotas) if taken[-1] == 0 else 1
         updates = [self.child_sampling(copy, index) for index in range(len(quotas))]
         for child, update in zip([ctx] + [c for c, _ in siblings], updates, strict=True):
             child.sampling = child.sampling.model_copy(update=update)
@@ -202,7 +205,7 @@ class _Tree:
         quotas = split(quota, min(self.shape.width, quota))
         children = ctx.fork(len(quotas))
         if not path:
-            self.next_first = len(children)
+            self.next_first = len(children) if taken[-1] == 0 else 1
         try:
             states = await self.loop.fork_state(state, children)
         except Exception as exc:
@@ -264,6 +267,7 @@ class _Tree:
 
     async def refill(self, count: int) -> list[Trajectory]:
         """`count` leaves' worth of new first branches, each started from the prompt as the root was."""
+        self.refilled = True
         most = self.shape.capacity((0,))
         shares = [min(most, count - start) for start in range(0, count, most)]
         grown = await asyncio.gather(*(self.first_branch(share) for share in shares))
@@ -284,6 +288,15 @@ class _Tree:
             _mark(ctx.trajectory, self.id, (index,), (0,))
             return [ctx.trajectory]
         return await self.grow(ctx, state, (index,), (0,), quota)
+
+
+def _root_as_first_branch(leaves: list[Trajectory]) -> None:
+    """A tree that did not fork before its first turn (`every`, `entropy`) but had first branches added (`fill`):
+    its root's episode becomes the first of them, child 0 of a branch point at turn 0 (the others are 1, 2, …)."""
+    for leaf in leaves:
+        tree = leaf.metadata["tree"]
+        if tree["branch_turns"][:1] != [0]:
+            tree["path"], tree["branch_turns"] = [0, *tree["path"]], [0, *tree["branch_turns"]]
 
 
 def split(quota: int, parts: int) -> list[int]:

@@ -16,7 +16,9 @@ Three rules, one per tree:
 
 With `fill`, a tree keeps its count of leaves: an episode that ends before a branch point below it hands back the
 leaves it would have grown (its quota: a node's share of the tree's width^depth leaves), and the tree starts that
-many more first branches from the prompt. Without it, such a tree simply has fewer leaves (and costs less).
+many more first branches from the prompt (with `every` or `entropy`, whose root need not fork before its first
+turn, the root's episode then becomes the first of those branches). Without it, such a tree simply has fewer leaves
+(and costs less).
 
 A budget (`max_tokens`, `max_tool_calls`) makes a tree comparable with flat episodes at equal cost: once a tree's
 episodes have generated that much in all (a shared prefix counted once), it forks no more, and the episodes that
@@ -45,7 +47,8 @@ class TreeShape:
         max_branch_points: forks along one path at most, with `every` or `entropy`.
         max_tokens: the tree forks no more once its episodes generated this many tokens (None: no budget).
         max_tool_calls: the same in tool calls.
-        fill: hand the leaves an episode that ended early would have grown back to the tree (needs a branch at 0).
+        fill: hand the leaves an episode that ended early would have grown back to the tree (branch_turns must
+            start with 0; with every or entropy, a root that did not fork at 0 becomes the first of the branches).
         child_temperature: the temperature the children of a fork after a turn sample at (None: the rollout's).
         resample_uncertain: with `entropy`, fork at the state before the uncertain turn, not after it.
     """
@@ -74,7 +77,7 @@ class TreeShape:
                 "a tree needs exactly one rule of where to branch: branch_turns, every or entropy "
                 f"(got {rules} of them)"
             )
-        if self.fill and turns[:1] != (0,):
+        if self.fill and turns and turns[0] != 0:
             raise UserError(f"a tree that fills starts new branches from the prompt: it must branch at 0, not {turns}")
         if self.resample_uncertain and self.entropy is None:
             raise UserError("resample_uncertain forks before an uncertain turn: it needs the entropy rule")

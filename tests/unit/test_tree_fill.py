@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -93,7 +95,61 @@ def test_quotas_split_evenly_and_fill_needs_a_branch_at_the_prompt() -> None:
     assert load_config("gym", ["rollout.tree.branch_turns=[0,1]", "rollout.tree.fill=true"]).rollout.tree.fill
     with pytest.raises(ConfigError, match="set rollout.tree.branch_turns to start with 0"):
         load_config("gym", ["rollout.tree.branch_turns=[1]", "rollout.tree.fill=true"])
-    with pytest.raises(ConfigError, match="start with 0"):
-        load_config("gym", ["rollout.tree.every=1", "rollout.tree.fill=true"])
+    with pytest.raises(ConfigError, match="no tree is set"):
+        load_config("gym", ["rollout.tree.fill=true"])
+    assert load_config("gym", ["rollout.tree.every=1", "rollout.tree.fill=true"]).rollout.tree.fill
     with pytest.raises(UserError, match="it must branch at 0"):
-        TreeShape(every=2, fill=True)
+        TreeShape(branch_turns=(1,), fill=True)
+
+
+class SometimesUnsure(SometimesInvalid):
+    """As SometimesInvalid, and a third of the replies (by seed) uncertain: 3 nats a token."""
+
+    async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+        out = await super().generate(prompt_ids, sampling, session_id)
+        unsure = random.Random(f"{sampling.seed}-unsure").random() < 1 / 3
+        return ScriptedOutput(out.token_ids, [-3.0 if unsure else -0.25] * len(out.token_ids), "stop")
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        TreeShape(every=2, max_branch_points=1, fill=True),
+        TreeShape(entropy=2.0, max_branch_points=2, fill=True),
+        TreeShape(entropy=2.0, max_branch_points=2, fill=True, resample_uncertain=True),
+    ],
+    ids=["every", "entropy", "resample_uncertain"],
+)
+def test_a_filled_tree_without_a_fork_at_the_prompt_keeps_its_leaves_and_its_root_is_the_first_branch(
+    tokenizer, shape
+) -> None:
+    """`every` and `entropy` need not fork before the first turn: where first branches were added, the root's
+    episode is the first of them (path 0), so the tree is still a tree (no leaf's path above another's)."""
+    env = EnvConfig(id="FrozenLake-v1", kwargs={"is_slippery": False}, max_steps=12, max_invalid_actions=1)
+    forked_later = refilled = 0
+    for seed in range(16):
+        trees = []
+        for fill in (False, True):
+            ctx = context(tokenizer, SometimesUnsure(tokenizer), seed=seed)
+            trees.append(
+                asyncio.run(run_tree(GymAgentLoop(AGENT, env=env), ctx.sample, ctx, replace(shape, fill=fill)))
+            )
+        plain, leaves = trees
+        paths = [tuple(leaf.metadata["tree"]["path"]) for leaf in leaves]
+        assert len(leaves) == shape.leaves and len(set(paths)) == len(paths)
+        assert not any(a != b and b[: len(a)] == a for a in paths for b in paths)
+        if len(plain) < len(leaves):  # first branches were added: every leaf now comes after a fork at 0
+            refilled += 1
+            assert all(leaf.metadata["tree"]["branch_turns"][0] == 0 for leaf in leaves)
+            kept = Counter(tuple(leaf.token_ids) for leaf in leaves)
+            assert not Counter(tuple(leaf.token_ids) for leaf in plain) - kept  # the plain tree's episodes, then more
+        forked_later += any(t > 0 for leaf in leaves for t in leaf.metadata["tree"]["branch_turns"])
+        _scored(leaves)
+        assert len(row_advantages(TrainerConfig(advantage="tree_grpo"), leaves).rows) == len(leaves)
+    assert refilled and forked_later
+
+
+def _scored(leaves):
+    for i, leaf in enumerate(leaves):
+        leaf.reward = float(i % 2)
+        leaf.turn_rewards = [0.0] * (leaf.num_turns_in_all_steps() - 1) + [leaf.reward]
