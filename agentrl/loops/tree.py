@@ -182,9 +182,7 @@ class _Tree:
         taken = (*taken, copy.trajectory.num_turns)
         if not path:
             self.next_first = len(quotas) if taken[-1] == 0 else 1
-        updates = [self.child_sampling(copy, index) for index in range(len(quotas))]
-        for child, update in zip([ctx] + [c for c, _ in siblings], updates, strict=True):
-            child.sampling = child.sampling.model_copy(update=update)
+        self.set_child_sampling(copy, [ctx] + [c for c, _ in siblings])
         played = (
             self.leaf(ctx, state, (*path, 0), taken, quotas[0], done if isinstance(done, StopLoop) else None)
             if done
@@ -218,8 +216,7 @@ class _Tree:
             await self.loop.discard(state)
         except Exception:  # the children hold their own state: a parent that frees badly takes nothing down
             logger.exception("freeing the state of forked trajectory %s failed", ctx.trajectory.id)
-        for index, child in enumerate(children):
-            child.sampling = child.sampling.model_copy(update=self.child_sampling(ctx, index))
+        self.set_child_sampling(ctx, children)
         grown = await asyncio.gather(
             *(
                 self.grow(child, child_state, (*path, i), taken, share)
@@ -227,6 +224,13 @@ class _Tree:
             )
         )
         return [leaf for leaves in grown for leaf in leaves]
+
+    def set_child_sampling(self, parent: AgentContext, children: list[AgentContext]) -> None:
+        """Give each child of `parent`'s fork its sampling (`child_sampling`), all read from `parent` before any is
+        set (with `resample_uncertain` the parent's own context may be one of the children)."""
+        updates = [self.child_sampling(parent, index) for index in range(len(children))]
+        for child, update in zip(children, updates, strict=True):
+            child.sampling = child.sampling.model_copy(update=update)
 
     def child_sampling(self, parent: AgentContext, index: int) -> dict[str, Any]:
         """What child `index` of `parent`'s fork samples with unlike its parent: a seed of its own (when the

@@ -42,6 +42,18 @@ def play(shape: TreeShape, tokenizer, policy=None):
     return ctx, asyncio.run(run_tree(loop(), ctx.sample, ctx, shape))
 
 
+async def play_tool_tree(tokenizer, shape: TreeShape) -> list:
+    """The leaves of a tool loop's tree (ShellPolicy's bash calls, in a local sandbox freed afterwards)."""
+    sandbox = LocalSandbox()
+    ctx = tool_context(tokenizer, sandbox)
+    ctx.sample = Sample(prompt=[Message(role="user", content="write three words")])
+    tool_loop = ToolAgentLoop(AgentConfig(name="tool_agent", tool_parser="hermes"))
+    leaves = await run_tree(tool_loop, ctx.sample, ctx, shape)
+    await ctx.tools.release()
+    await sandbox.close()
+    return leaves
+
+
 def branches(leaves) -> list[tuple[list[int], list[int]]]:
     return sorted((leaf.metadata["tree"]["path"], leaf.metadata["tree"]["branch_turns"]) for leaf in leaves)
 
@@ -174,18 +186,9 @@ def test_resampled_siblings_start_from_the_sandbox_before_the_turn(tokenizer, tm
     as played wrote: every leaf counts 1, 2, 3 lines. The copies made before each turn are all freed."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
-    async def scenario():
-        sandbox = LocalSandbox()
-        ctx = tool_context(tokenizer, sandbox)
-        ctx.sample = Sample(prompt=[Message(role="user", content="write three words")])
-        tool_loop = ToolAgentLoop(AgentConfig(name="tool_agent", tool_parser="hermes"))
-        shape = TreeShape(entropy=0.4, max_branch_points=2, resample_uncertain=True)
-        leaves = await run_tree(tool_loop, ctx.sample, ctx, shape)
-        await ctx.tools.release()
-        await sandbox.close()
-        return leaves
-
-    leaves = asyncio.run(scenario())
+    leaves = asyncio.run(
+        play_tool_tree(tokenizer, TreeShape(entropy=0.4, max_branch_points=2, resample_uncertain=True))
+    )
     assert branches(leaves) == [([a, b], [0, 1]) for a in (0, 1) for b in (0, 1)]
     for leaf in leaves:
         counts = [m.content for m in leaf.messages if m.role == "tool"]
@@ -216,16 +219,8 @@ def test_a_tree_forks_no_more_once_its_budget_is_spent(tokenizer) -> None:
 
 
 def test_a_tool_call_budget_counts_the_trees_calls(tokenizer) -> None:
-    async def scenario(budget: int | None):
-        sandbox = LocalSandbox()
-        ctx = tool_context(tokenizer, sandbox)
-        ctx.sample = Sample(prompt=[Message(role="user", content="write three words")])
-        tool_loop = ToolAgentLoop(AgentConfig(name="tool_agent", tool_parser="hermes"))
-        shape = TreeShape(every=1, max_branch_points=2, max_tool_calls=budget)
-        leaves = await run_tree(tool_loop, ctx.sample, ctx, shape)
-        await ctx.tools.release()
-        await sandbox.close()
-        return leaves
+    def scenario(budget: int | None):
+        return play_tool_tree(tokenizer, TreeShape(every=1, max_branch_points=2, max_tool_calls=budget))
 
     assert len(asyncio.run(scenario(None))) == 4
     assert branches(asyncio.run(scenario(2))) == [([0], [1]), ([1], [1])]  # 1 call, fork; 1 + 2 calls: spent
