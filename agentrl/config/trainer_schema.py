@@ -123,6 +123,13 @@ class TrainerConfig(_Section):
         "vocabulary at every token; keeps the policy trying every choice without pushing it toward other words. "
         "It is aggregated like the loss, over all generated tokens: with k-token replies it weighs about 1/k",
     )
+    entropy_choices_weighted: bool = Field(
+        False,
+        description="with entropy_choices: the choices' entropy times the probability that the first token is one "
+        "of them. Renormalized alone, a reply that begins with another word and names a choice later (\"You're "
+        'right") keeps the full bonus while the policy settles on it everywhere; weighted, it earns none, and the '
+        "bonus pulls replies back onto the choices",
+    )
     num_ranks: int = Field(1, ge=1, description="FSDP ranks (Ray actors)")
     micro_batch_tokens: int = Field(
         4096, ge=1, description="token budget of one micro-batch (fp32 logits take micro_batch_tokens × vocab × 4 B)"

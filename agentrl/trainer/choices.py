@@ -5,6 +5,12 @@ A vocabulary-wide bonus keeps every token of every reply uncertain; on a task wh
 few words, that pushes the policy toward other words (on gym it drove the replies to random tokens), while what
 keeps such a policy exploring is an even spread over the choices. `trainer.entropy_choices` names them; the
 bonus is then the entropy of the first token's distribution renormalized over the choices' first tokens.
+
+Renormalized, the bonus cannot see a reply that begins with another word: "You're right" names a move but starts
+with "You", where the moves' renormalized spread stays wide (near the bonus's maximum) whatever the policy does. A
+policy can then settle on one such reply for every state while the bonus still pays in full (on gym: every tree run
+of seed 5). `trainer.entropy_choices_weighted` multiplies the entropy by the probability that the first token is
+one of the choices, so such a reply earns no bonus, and the bonus pulls replies back onto the choices.
 """
 
 from __future__ import annotations
@@ -46,9 +52,12 @@ def turn_first_tokens(response_mask: torch.Tensor) -> torch.Tensor:
     return mask & ~before
 
 
-def choice_entropy(all_logp: torch.Tensor, choice_ids: Sequence[int]) -> torch.Tensor:
+def choice_entropy(all_logp: torch.Tensor, choice_ids: Sequence[int], weighted: bool = False) -> torch.Tensor:
     """The entropy of each position's distribution renormalized over `choice_ids`, [b, R] from [b, R, V] log-probs
-    (with gradient)."""
+    (with gradient). `weighted`: times the probability of `choice_ids` at that position (0 where the policy
+    begins with another token)."""
     picked = all_logp[..., list(choice_ids)]
-    renormalized = picked - picked.logsumexp(-1, keepdim=True)
-    return -(renormalized.exp() * renormalized).sum(-1)
+    log_mass = picked.logsumexp(-1, keepdim=True)
+    renormalized = picked - log_mass
+    entropy = -(renormalized.exp() * renormalized).sum(-1)
+    return entropy * log_mass.squeeze(-1).exp() if weighted else entropy

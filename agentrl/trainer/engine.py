@@ -49,6 +49,7 @@ class EngineConfig:
     dtype: str = "float32"
     gradient_checkpointing: bool = False
     share_prompt_prefix: bool = False
+    entropy_choices_weighted: bool = False
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str, min_ratio: float) -> float:
@@ -84,6 +85,7 @@ def engine_config(cfg: TrainerConfig) -> EngineConfig:
         dtype=cfg.dtype,
         gradient_checkpointing=cfg.gradient_checkpointing,
         share_prompt_prefix=cfg.share_prompt_prefix,
+        entropy_choices_weighted=cfg.entropy_choices_weighted,
     )
 
 
@@ -155,8 +157,9 @@ class PolicyEngine:
             entropy_grad: call `loss_fn(logprobs, rows, entropy=...)` with the policy's entropy at each response
                 token [b, R], with its gradient (for an entropy bonus).
             entropy_choice_ids: with `entropy_grad`, the entropy passed is instead the entropy over these tokens
-                (renormalized) at the first token of each turn, 0 elsewhere (`agentrl.trainer.choices`); its mean
-                over the turns is the `choice_entropy` metric.
+                (renormalized; with `config.entropy_choices_weighted`, times their probability) at the first token
+                of each turn, 0 elsewhere (`agentrl.trainer.choices`); its mean over the turns is the
+                `choice_entropy` metric.
         """
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -166,7 +169,14 @@ class PolicyEngine:
             entropy: list[float] = []
             if entropy_grad and entropy_choice_ids:
                 logp, turn_entropy, choice_metric = response_logprobs_and_choice_entropy(
-                    self.model, batch, rows, dtype, entropy_choice_ids, entropy_out=entropy, share_prefix=share
+                    self.model,
+                    batch,
+                    rows,
+                    dtype,
+                    entropy_choice_ids,
+                    entropy_out=entropy,
+                    share_prefix=share,
+                    weighted=self.config.entropy_choices_weighted,
                 )
                 loss, micro_metrics = loss_fn(logp, rows, entropy=turn_entropy)
                 micro_metrics = {**micro_metrics, "choice_entropy": choice_metric}

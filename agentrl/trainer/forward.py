@@ -54,15 +54,17 @@ def response_logprobs_and_choice_entropy(
     choice_ids: list[int],
     entropy_out: list[float] | None = None,
     share_prefix: bool = False,
+    weighted: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """`response_logprobs`; the entropy over `choice_ids` (renormalized) at the first generated token of each
-    turn, 0 elsewhere, [b, R] with its gradient; and that entropy's mean over the turns. With `entropy_out`, the
-    vocabulary-wide mean entropy is appended to it, as `response_logprobs` does."""
+    """`response_logprobs`; the entropy over `choice_ids` (renormalized; `weighted`: times the choices'
+    probability) at the first generated token of each turn, 0 elsewhere, [b, R] with its gradient; and that
+    entropy's mean over the turns. With `entropy_out`, the vocabulary-wide mean entropy is appended to it, as
+    `response_logprobs` does."""
     all_logp, logp, real = _response_forward(model, batch, rows, dtype, share_prefix)
     if entropy_out is not None:
         entropy_out.append(_mean_entropy(all_logp, real))
     firsts = turn_first_tokens(batch.response_mask[rows, : logp.shape[1]]).to(logp.dtype) * real
-    entropy = choice_entropy(all_logp, choice_ids) * firsts
+    entropy = choice_entropy(all_logp, choice_ids, weighted) * firsts
     mean = float(entropy.detach().sum() / firsts.sum()) if firsts.any() else 0.0
     return _pad_to_batch(logp * real, batch), _pad_to_batch(entropy, batch), mean
 

@@ -75,6 +75,11 @@ def trainer_problems(cfg: AgentRLConfig) -> list[str]:
         )
     if len(t.entropy_choices) == 1:
         problems.append("trainer.entropy_choices: one choice has no entropy; list at least two replies")
+    if t.entropy_choices_weighted and not t.entropy_choices:
+        problems.append(
+            "trainer.entropy_choices_weighted weighs the entropy over trainer.entropy_choices, which lists none: "
+            "list the replies (e.g. trainer.entropy_choices=[LEFT,DOWN,RIGHT,UP]) or drop the setting"
+        )
     if t.advantage == "tree_grpo" and not cfg.rollout.tree.enabled:
         problems.append(
             "trainer.advantage=tree_grpo credits the nodes of tree rollouts: set rollout.tree.branch_turns "

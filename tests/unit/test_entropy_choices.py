@@ -68,6 +68,46 @@ def test_choice_entropy_is_the_entropy_of_the_distribution_renormalized_over_the
     assert float(entropy.max()) <= math.log(len(CHOICES)) + 1e-6
 
 
+def test_the_weighted_choice_entropy_is_the_renormalized_one_times_the_choices_probability():
+    logits = torch.randn(2, 3, 12)
+    all_logp = torch.log_softmax(logits, -1)
+    mass = all_logp[..., CHOICES].exp().sum(-1)
+    weighted = choice_entropy(all_logp, CHOICES, weighted=True)
+    assert torch.allclose(weighted, choice_entropy(all_logp, CHOICES) * mass, atol=1e-6)
+    assert torch.all(weighted < choice_entropy(all_logp, CHOICES))
+
+
+def test_a_policy_that_starts_with_another_word_keeps_the_renormalized_bonus_but_not_the_weighted_one():
+    logits = torch.zeros(1, 1, 12)
+    logits[..., 2] = 30.0  # nearly all the mass on a token that is no choice ("You" of "You're right")
+    all_logp = torch.log_softmax(logits, -1)
+    assert float(choice_entropy(all_logp, CHOICES)) == pytest.approx(math.log(len(CHOICES)), rel=1e-4)
+    assert float(choice_entropy(all_logp, CHOICES, weighted=True)) < 1e-9
+
+
+def test_the_weighted_bonus_alone_moves_the_first_token_back_onto_the_choices():
+    model = tiny_model()
+    off_choice = 2
+    with torch.no_grad():  # make the policy begin every turn with a token that is no choice
+        model.get_output_embeddings().weight[off_choice].mul_(8.0)
+    engine = PolicyEngine(model, EngineConfig(lr=1e-3, entropy_choices_weighted=True))
+    trajs = [two_turns([4, 5], [4], 1.0), two_turns([4], [4, 5], 1.0)]  # equal rewards: every advantage is 0
+    batch = collate(trajs, 0)
+
+    def choices_mass() -> float:
+        with torch.no_grad():
+            logits = engine.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        firsts = turn_first_tokens(batch.response_mask)
+        predicting = torch.log_softmax(logits[:, batch.prompt_len - 1 : -1], -1)
+        return float(predicting[..., CHOICES].exp().sum(-1)[firsts].mean())
+
+    before = choices_mass()
+    cfg = TrainerConfig(entropy_coef=1.0, entropy_choices=["a", "b", "c"], entropy_choices_weighted=True)
+    for _ in range(5):
+        policy_step(engine, cfg, trajs, 0, entropy_choice_ids=CHOICES)
+    assert choices_mass() > before * 1.5
+
+
 def test_the_bonus_sits_on_each_turns_first_token_only_and_its_metric_is_the_mean_over_turns():
     model = tiny_model()
     batch = collate([two_turns([4, 5], [6, 7, 8], 1.0), two_turns([9], [4], 0.0)], 0)
@@ -119,3 +159,5 @@ def test_choices_without_the_bonus_or_a_single_choice_are_config_problems():
     assert any("at least two replies" in p for p in run_problems(single))
     fine = AgentRLConfig.model_validate({"trainer": {"entropy_coef": 0.1, "entropy_choices": ["LEFT", "RIGHT"]}})
     assert not any("entropy_choices" in p for p in run_problems(fine))
+    unlisted = AgentRLConfig.model_validate({"trainer": {"entropy_coef": 0.1, "entropy_choices_weighted": True}})
+    assert any("lists none" in p for p in run_problems(unlisted))
