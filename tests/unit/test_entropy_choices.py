@@ -9,7 +9,7 @@ from agentrl.config import TrainerConfig
 from agentrl.errors import UserError
 from agentrl.trainer.batch import collate
 from agentrl.trainer.choices import choice_entropy, choice_token_ids, turn_first_tokens
-from agentrl.trainer.engine import EngineConfig, PolicyEngine
+from agentrl.trainer.engine import EngineConfig, PolicyEngine, engine_config
 from agentrl.trainer.forward import response_logprobs_and_choice_entropy
 from agentrl.trainer.step import policy_step
 from agentrl.types import Segment, Trajectory
@@ -103,6 +103,7 @@ def test_the_weighted_bonus_alone_moves_the_first_token_back_onto_the_choices():
 
     before = choices_mass()
     cfg = TrainerConfig(entropy_coef=1.0, entropy_choices=["a", "b", "c"], entropy_choices_weighted=True)
+    assert engine_config(cfg).entropy_choices_weighted  # a run's config reaches the engine
     for _ in range(5):
         policy_step(engine, cfg, trajs, 0, entropy_choice_ids=CHOICES)
     assert choices_mass() > before * 1.5
