@@ -178,6 +178,9 @@ class _Tree:
                 siblings += zip(more, await self.loop.fork_state(copy_state, more), strict=True)
             except Exception:  # fewer siblings, not a failed episode
                 logger.warning("forking trajectory %s again failed", copy.trajectory.id, exc_info=True)
+            except asyncio.CancelledError:  # the episode as played is freed by `grow`; the copy is freed here
+                await self._drop(snapshot)
+                raise
         quotas = split(quota, 1 + len(siblings))
         taken = (*taken, copy.trajectory.num_turns)
         if not path:

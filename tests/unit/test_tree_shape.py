@@ -275,3 +275,52 @@ def test_a_failing_preparation_or_discard_takes_no_episode_down(tokenizer) -> No
     ctx = context(tokenizer, SeededPolicy(tokenizer))
     leaves = asyncio.run(run_tree(Clumsy(AGENT, env=loop().env_config), ctx.sample, ctx, TreeShape(branch_turns=(1,))))
     assert len(leaves) == 2 and all(leaf.error is None for leaf in leaves)
+
+
+def test_a_run_cancelled_while_resample_forks_its_copy_again_frees_every_state(tokenizer) -> None:
+    """Ctrl-C while the copy made before an uncertain turn is forked into the further siblings of a wider tree:
+    the episode as played and the copy are both freed (with a sandbox, no container is left for exit cleanup)."""
+
+    class HangsOnSecondFork(GymAgentLoop):
+        live: set[int] = set()
+        forks = 0
+        hanging = asyncio.Event()
+
+        async def begin(self, sample, ctx):
+            state = await super().begin(sample, ctx)
+            self.live.add(id(state))
+            return state
+
+        async def fork_state(self, state, children):
+            type(self).forks += 1
+            if self.forks == 2:  # resample forking its copy for the third sibling
+                self.hanging.set()
+                await asyncio.Event().wait()
+            states = await super().fork_state(state, children)
+            self.live.update(id(s) for s in states)
+            return states
+
+        async def discard(self, state):
+            self.live.discard(id(state))
+            await super().discard(state)
+
+        async def end(self, ctx, state):
+            self.live.discard(id(state))
+            await super().end(ctx, state)
+
+    class Unsure(SeededPolicy):
+        async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
+            ids = [*self.tokenizer.encode("RIGHT", add_special_tokens=False), self.tokenizer.eos_token_id]
+            return ScriptedOutput(ids, [UNCERTAIN] * len(ids), "stop")
+
+    async def cancel_mid_fork() -> None:
+        ctx = context(tokenizer, Unsure(tokenizer))
+        shape = TreeShape(entropy=2.0, max_branch_points=1, width=3, resample_uncertain=True)
+        task = asyncio.create_task(run_tree(HangsOnSecondFork(AGENT, env=loop().env_config), ctx.sample, ctx, shape))
+        await HangsOnSecondFork.hanging.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_mid_fork())
+    assert HangsOnSecondFork.forks == 2 and HangsOnSecondFork.live == set()
