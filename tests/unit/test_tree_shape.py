@@ -121,27 +121,34 @@ def test_resample_uncertain_forks_before_the_uncertain_turn_and_the_siblings_sam
     assert len(rows.rows) == len(leaves)
 
 
+class LiveStates(GymAgentLoop):
+    """A gym loop that records which of its states are live: made by `begin` or `fork_state`, not yet freed by
+    `discard` or `end`. Subclasses set their own `live` set."""
+
+    live: set[int]
+
+    async def begin(self, sample, ctx):
+        state = await super().begin(sample, ctx)
+        self.live.add(id(state))
+        return state
+
+    async def fork_state(self, state, children):
+        states = await super().fork_state(state, children)
+        self.live.update(id(s) for s in states)
+        return states
+
+    async def discard(self, state):
+        self.live.discard(id(state))
+        await super().discard(state)
+
+    async def end(self, ctx, state):
+        self.live.discard(id(state))
+        await super().end(ctx, state)
+
+
 def test_resample_uncertain_frees_every_copy_of_a_turn_that_did_not_fork(tokenizer) -> None:
-    class Counting(GymAgentLoop):
+    class Counting(LiveStates):
         live: set[int] = set()
-
-        async def begin(self, sample, ctx):
-            state = await super().begin(sample, ctx)
-            self.live.add(id(state))
-            return state
-
-        async def fork_state(self, state, children):
-            states = await super().fork_state(state, children)
-            self.live.update(id(s) for s in states)
-            return states
-
-        async def discard(self, state):
-            self.live.discard(id(state))
-            await super().discard(state)
-
-        async def end(self, ctx, state):
-            self.live.discard(id(state))
-            await super().end(ctx, state)
 
     ctx = context(tokenizer, SometimesUnsure(tokenizer))
     gym = Counting(AGENT, env=loop().env_config)
@@ -281,32 +288,17 @@ def test_a_run_cancelled_while_resample_forks_its_copy_again_frees_every_state(t
     """Ctrl-C while the copy made before an uncertain turn is forked into the further siblings of a wider tree:
     the episode as played and the copy are both freed (with a sandbox, no container is left for exit cleanup)."""
 
-    class HangsOnSecondFork(GymAgentLoop):
+    class HangsOnSecondFork(LiveStates):
         live: set[int] = set()
         forks = 0
         hanging = asyncio.Event()
-
-        async def begin(self, sample, ctx):
-            state = await super().begin(sample, ctx)
-            self.live.add(id(state))
-            return state
 
         async def fork_state(self, state, children):
             type(self).forks += 1
             if self.forks == 2:  # resample forking its copy for the third sibling
                 self.hanging.set()
                 await asyncio.Event().wait()
-            states = await super().fork_state(state, children)
-            self.live.update(id(s) for s in states)
-            return states
-
-        async def discard(self, state):
-            self.live.discard(id(state))
-            await super().discard(state)
-
-        async def end(self, ctx, state):
-            self.live.discard(id(state))
-            await super().end(ctx, state)
+            return await super().fork_state(state, children)
 
     class Unsure(SeededPolicy):
         async def generate(self, prompt_ids, sampling: SamplingParams, session_id=None) -> ScriptedOutput:
