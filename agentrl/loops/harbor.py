@@ -42,7 +42,7 @@ from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
 from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.stepped import SteppedLoop
-from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
+from agentrl.loops.tool_turns import answer_calls, execute_calls, record_final_calls, require_tools
 from agentrl.sandbox.base import Sandbox
 from agentrl.tools.parsers import get_parser
 from agentrl.types import Sample, StopReason, Trajectory
@@ -130,6 +130,7 @@ class HarborAgentLoop(SteppedLoop):
             errors = [NO_TOOL_CALL]
         results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
         if any(r.metadata.get("submitted") for r in results):
+            record_final_calls(ctx, results)
             ctx.trajectory.stop_reason = StopReason.DONE
             return True
         answer_calls(ctx, results)

@@ -33,7 +33,7 @@ from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
 from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.stepped import SteppedLoop
-from agentrl.loops.tool_turns import answer_calls, execute_calls, require_tools
+from agentrl.loops.tool_turns import answer_calls, execute_calls, record_final_calls, require_tools
 from agentrl.sandbox.base import Sandbox
 from agentrl.swe.repo import extract_patch, open_task_sandbox, work_repo
 from agentrl.swe.task import SWETask
@@ -140,6 +140,7 @@ class SWEAgentLoop(SteppedLoop):
         results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
         submitted = [r for r in results if r.metadata.get("submitted")]
         if submitted:
+            record_final_calls(ctx, results)
             ctx.trajectory.stop_reason = StopReason.DONE
             ctx.trajectory.metadata["submission"] = submitted[0].metadata.get("answer", "")
             return True

@@ -37,6 +37,12 @@ def answer_calls(ctx: AgentContext, results: list[ToolResult]) -> None:
         raise StopLoop(StopReason.TOOL_ERROR_LIMIT, f"{tools.consecutive_errors} tool errors in a row")
 
 
+def record_final_calls(ctx: AgentContext, results: list[ToolResult]) -> None:
+    """Record the calls of a turn that ended the episode (a submission), whose results are never shown to the model,
+    as `trajectory.metadata["final_tool_calls"]` (their tool names), so that rewards that count calls see them."""
+    ctx.trajectory.metadata["final_tool_calls"] = [r.name for r in results]
+
+
 def skipped(call: ToolCall, limit: int) -> ToolResult:
     """The error result of a call past the per-turn limit."""
     return ToolResult(

@@ -14,8 +14,9 @@ def tool_counts(inp: RewardInput) -> tuple[dict[str, int], int]:
     """Calls per tool name, and failed calls, read from the trajectory.
 
     Calls are the tool messages after the prompt (one per executed call, named by the tool; a prompt's worked
-    examples are not the agent's calls). Errors come from the tool set's `tool/errors` metric when the loop
-    recorded it, else from those tool messages that start with "Error".
+    examples are not the agent's calls), plus the calls of a turn that ended the episode, whose results the loop
+    never added as messages (a submission: `trajectory.metadata["final_tool_calls"]`). Errors come from the tool
+    set's `tool/errors` metric when the loop recorded it, else from those tool messages that start with "Error".
     """
     calls: dict[str, int] = {}
     errors = 0
@@ -23,6 +24,8 @@ def tool_counts(inp: RewardInput) -> tuple[dict[str, int], int]:
         if message.role == "tool":
             calls[message.name or ""] = calls.get(message.name or "", 0) + 1
             errors += message_text(message).lstrip().startswith("Error")
+    for name in inp.trajectory.metadata.get("final_tool_calls", []):
+        calls[name] = calls.get(name, 0) + 1
     if "tool/errors" in inp.trajectory.metrics:
         errors = int(inp.trajectory.metrics["tool/errors"])
     return calls, errors

@@ -113,6 +113,7 @@ def test_the_agent_works_in_the_task_container_then_the_verifier_runs_there(toke
     assert harbor["limits"]["agent_timeout_s"] == 60.0 and harbor["limits"]["cpus"] == 1.0  # capped by sandbox
     assert traj.messages[1].content == "Do the alpha thing.\n"  # the instruction is the prompt
     assert {"sandbox_setup_s", "verifier_s", "sandbox_close_s"} <= set(traj.timings)
+    assert traj.metadata["final_tool_calls"] == ["submit"]
     assert check_drift(tokenizer, traj).ok
 
 

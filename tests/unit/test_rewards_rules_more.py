@@ -123,6 +123,14 @@ def test_tool_use():
     assert score({"type": "tool_use", "min_calls": 0}, "", t=traj("x"))[0] == 1.0
 
 
+def test_tool_use_counts_the_submission_that_ended_the_episode():
+    t = traj("", tools=[("bash", "ran")])
+    assert score({"type": "tool_use", "tool": "submit"}, "", t=t)[0] == 0.0
+    t.metadata["final_tool_calls"] = ["submit"]  # its result never became a message
+    value, details = score({"type": "tool_use", "tool": "submit"}, "", t=t)
+    assert value == 1.0 and details["calls"] == {"bash": 1, "submit": 1}
+
+
 def test_tool_use_prefers_the_toolset_error_metric():
     t = traj("done", tools=[("search", "Error: but not counted")], metrics={"tool/errors": 0.0})
     assert score({"type": "tool_use", "max_errors": 0}, "", t=t)[0] == 1.0

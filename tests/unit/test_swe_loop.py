@@ -106,6 +106,7 @@ def test_submit_ends_with_the_patch_and_the_container_removed(tokenizer, sandbox
     assert sandbox.closed and "grep -n def add pkg.py" in sandbox.commands
     assert {"sandbox_setup_s", "patch_extract_s", "sandbox_close_s"} <= set(traj.timings)
     assert traj.metrics["swe/patch_lines"] == 1.0
+    assert traj.metadata["final_tool_calls"] == ["submit"]  # no tool message says so: rewards read it here
     assert check_drift(tokenizer, traj).ok  # token-exact: the tokens re-render as the messages
 
 
