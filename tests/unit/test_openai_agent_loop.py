@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 import openai
@@ -173,7 +174,7 @@ def test_a_command_agent_past_its_budget_is_killed_with_what_it_started(tokenize
     command = f"sh -c 'sleep 300 & echo $! > {pid_file}; wait'"
     traj, _ = run_agent(tokenizer, ["x"], timeout_s=0.5, command=command)
     assert traj.stop_reason == StopReason.TIME_BUDGET
-    assert not running(int(pid_file.read_text()))  # the agent's own child went with it
+    assert dies_within(int(pid_file.read_text()), seconds=10)  # the agent's own child went with it
 
 
 def test_an_agent_whose_every_call_was_refused_is_a_failure_not_training_data(tokenizer):
@@ -181,6 +182,16 @@ def test_an_agent_whose_every_call_was_refused_is_a_failure_not_training_data(to
     assert "token budget spent" in traj.metadata["agent_result"] and policy.calls == []
     assert traj.failed and traj.stop_reason == StopReason.ERROR and traj.segments == []
     assert "no call was answered (1 refused or failed): token budget spent" in (traj.error or "")
+
+
+def dies_within(pid: int, seconds: float) -> bool:
+    """SIGKILL takes effect when the killed process next runs: on a loaded machine that is not at once."""
+    deadline = time.monotonic() + seconds
+    while running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def running(pid: int) -> bool:
