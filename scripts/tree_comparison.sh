@@ -9,6 +9,9 @@
 # `treefillgigpo`: the filled trees (below) credited by GiGPO.
 # `treefill`: the tree arm with `rollout.tree.fill`: an episode that ends at its first turn hands its second leaf
 # back and the tree starts another first branch, so a tree always has flat's 4 leaves a prompt.
+# `treefill2`: treefill with both Tree-GRPO terms at 2x (`trainer.tree_intra_weight=2`, `trainer.tree_inter_weight=2`):
+# a leaf's advantage on the scale of the recipe's GiGPO (|A| about 2.2 against treefill's 1.2), so that the recipe's
+# entropy bonus, chosen against GiGPO's, weighs as much against the trees' credit as against GiGPO's.
 # `treeeq`: filled trees at about flat's generated tokens a step: one tree a prompt, 3 first turns each forked
 # into 3 after it (up to 9 leaves), no longer forking once the tree generated TREE_TOKENS (`rollout.tree.max_tokens`;
 # defaults chosen so that, with what the running episodes add after the last fork, a tree spends about flat's tokens
@@ -55,6 +58,8 @@ for seed in "$@"; do
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=("${tree_grpo[@]}") ;;
       treefill) args=("${tree_grpo[@]}" rollout.tree.fill=true) ;;
+      treefill2) args=("${tree_grpo[@]}" rollout.tree.fill=true trainer.tree_intra_weight=2
+                       trainer.tree_inter_weight=2) ;;
       treehot) args=("${tree_grpo[@]}" rollout.tree.fill=true rollout.tree.child_temperature="${CHILD_T:-1.5}") ;;
       treehalf) args=("${tree_grpo[@]}" rollout.tree.fill=true trainer.tree_intra_weight=0.5
                       trainer.tree_inter_weight=0.5) ;;

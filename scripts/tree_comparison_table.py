@@ -2,7 +2,10 @@
 prints, for each `<arm>-seed<S>` run that `scripts/tree_comparison.sh` wrote, its held-out success at every
 evaluation, its generated tokens a step (`rollout/generated_tokens`: a tree's shared prefix counted once) and in all,
 the generated tokens it spent before its first evaluation at or above REACH (default 0.8: cost to learn, the figure
-to compare at equal cost) and its wall time, as Markdown rows; then each arm's last evaluation as min-max over its
+to compare at equal cost), its wall time, its mean |advantage| (`train/advantage_abs_mean`: the credit's scale
+against the entropy bonus) and its choice entropy over the last 4 steps (`train/choice_entropy`, where the recipe
+has `trainer.entropy_choices`: near 0 a sharp policy, near ln 4 = 1.39 moves sampled about uniformly), as Markdown
+rows; then each arm's last evaluation as min-max over its
 seeds and, with BASE_ARM (e.g. gigpo), its tokens in all as a ratio to BASE_ARM's run of the same seed (equal cost
 is 1.0). OUT_ROOT:OTHER_ROOT reads the runs of both; those of OTHER_ROOT are named OTHER_ROOT's folder name/run."""
 
@@ -21,6 +24,8 @@ class Run:
     tokens: list[float]  # generated tokens at each step
     spent: float | None  # generated tokens before the first evaluation at or above `reach` (None: never)
     minutes: float
+    advantage: float  # mean |advantage| over the run's steps
+    choice_entropy: float | None  # mean over the last 4 steps (None: the recipe has no entropy_choices)
 
     @property
     def arm(self) -> str:
@@ -38,7 +43,17 @@ def read_run(run: Path, reach: float, prefix: str = "") -> Run:
     reached = next((step for step, rate in success if rate >= reach), None)
     spent = None if reached is None else sum(t for step, t in tokens.items() if step <= reached)
     minutes = max((r.get("perf/wall_s", 0.0) for r in rows), default=0.0) / 60  # seconds since training started
-    return Run(prefix + run.name, [rate for _, rate in success], list(tokens.values()), spent, minutes)
+    advantage = [r["train/advantage_abs_mean"] for r in rows if "train/advantage_abs_mean" in r]
+    entropy = [r["train/choice_entropy"] for r in rows if "train/choice_entropy" in r][-4:]
+    return Run(
+        prefix + run.name,
+        [rate for _, rate in success],
+        list(tokens.values()),
+        spent,
+        minutes,
+        sum(advantage) / max(len(advantage), 1),
+        sum(entropy) / len(entropy) if entropy else None,
+    )
 
 
 def main(roots: list[Path], reach: float, base_arm: str | None) -> None:
@@ -49,14 +64,19 @@ def main(roots: list[Path], reach: float, base_arm: str | None) -> None:
         if (run / "metrics.jsonl").is_file()
     ]
     print(
-        f"| run | held-out success at each evaluation | tokens a step | tokens in all | tokens to {reach} | minutes |"
+        f"| run | held-out success at each evaluation | tokens a step | tokens in all | tokens to {reach} | minutes "
+        "| mean abs. advantage | choice entropy, last 4 steps |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for run in runs:
         cost = "never" if run.spent is None else f"{run.spent:.0f}"
         mean = sum(run.tokens) / max(len(run.tokens), 1)
         rates = " ".join(f"{s:.2f}" for s in run.success)
-        print(f"| {run.name} | {rates} | {mean:.0f} | {sum(run.tokens):.0f} | {cost} | {run.minutes:.1f} |")
+        entropy = "–" if run.choice_entropy is None else f"{run.choice_entropy:.2f}"
+        print(
+            f"| {run.name} | {rates} | {mean:.0f} | {sum(run.tokens):.0f} | {cost} | {run.minutes:.1f} "
+            f"| {run.advantage:.2f} | {entropy} |"
+        )
     arms = dict.fromkeys(run.arm for run in runs)
     for arm in arms:
         last = [run.success[-1] for run in runs if run.arm == arm and run.success]
