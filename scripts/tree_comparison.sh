@@ -45,6 +45,8 @@ case ${RECIPE:-gym} in tool_use) eq_tokens=100 ;; tool_choice) eq_tokens=90 ;; *
 trees=(rollout.n=1 "rollout.tree.branch_turns=[0,1]" rollout.tree.width=2)  # one tree a prompt, 4 leaves
 # tree_grpo with GiGPO's settings back to their defaults (the recipe's are GiGPO's, not tree_grpo's)
 tree_grpo=(trainer.advantage=tree_grpo "${trees[@]}" trainer.gigpo_step_weight=1 trainer.gigpo_anchor_scope=group)
+# filled trees: flat's 4 leaves a prompt (`treefill` and the arms built on it)
+fill_trees=("${tree_grpo[@]}" rollout.tree.fill=true)
 # `treeeq`'s trees: 3 first turns each forked into 3, filled, no forks once the tree spent its budget
 eq_trees=(rollout.tree.width=3 rollout.tree.fill=true rollout.tree.max_tokens="${TREE_TOKENS:-$eq_tokens}")
 # `tree2x3`'s trees: two roots a prompt, each forked after its first turn into 3
@@ -57,12 +59,10 @@ for seed in "$@"; do
       gigpo) args=(trainer.advantage=gigpo) ;;
       grpo) args=(trainer.advantage=grpo) ;;
       tree) args=("${tree_grpo[@]}") ;;
-      treefill) args=("${tree_grpo[@]}" rollout.tree.fill=true) ;;
-      treefill2) args=("${tree_grpo[@]}" rollout.tree.fill=true trainer.tree_intra_weight=2
-                       trainer.tree_inter_weight=2) ;;
-      treehot) args=("${tree_grpo[@]}" rollout.tree.fill=true rollout.tree.child_temperature="${CHILD_T:-1.5}") ;;
-      treehalf) args=("${tree_grpo[@]}" rollout.tree.fill=true trainer.tree_intra_weight=0.5
-                      trainer.tree_inter_weight=0.5) ;;
+      treefill) args=("${fill_trees[@]}") ;;
+      treefill2) args=("${fill_trees[@]}" trainer.tree_intra_weight=2 trainer.tree_inter_weight=2) ;;
+      treehot) args=("${fill_trees[@]}" rollout.tree.child_temperature="${CHILD_T:-1.5}") ;;
+      treehalf) args=("${fill_trees[@]}" trainer.tree_intra_weight=0.5 trainer.tree_inter_weight=0.5) ;;
       treeeq) args=("${tree_grpo[@]}" "${eq_trees[@]}") ;;
       treeeqw) args=("${tree_grpo[@]}" "${eq_trees[@]}" trainer.tree_prefix_weight=leaves) ;;
       treegigpo) args=(trainer.advantage=gigpo "${trees[@]}") ;;

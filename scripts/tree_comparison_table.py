@@ -5,9 +5,9 @@ the generated tokens it spent before its first evaluation at or above REACH (def
 to compare at equal cost), its wall time, its mean |advantage| (`train/advantage_abs_mean`: the credit's scale
 against the entropy bonus) and its choice entropy over the last 4 steps (`train/choice_entropy`, where the recipe
 has `trainer.entropy_choices`: near 0 a sharp policy, near ln 4 = 1.39 moves sampled about uniformly), as Markdown
-rows; then each arm's last evaluation as min-max over its
-seeds and, with BASE_ARM (e.g. gigpo), its tokens in all as a ratio to BASE_ARM's run of the same seed (equal cost
-is 1.0). OUT_ROOT:OTHER_ROOT reads the runs of both; those of OTHER_ROOT are named OTHER_ROOT's folder name/run."""
+rows; then each arm's last evaluation as min-max over its seeds and, with BASE_ARM (e.g. gigpo), its tokens in all
+as a ratio to BASE_ARM's run of the same seed (equal cost is 1.0). OUT_ROOT:OTHER_ROOT reads the runs of both;
+those of OTHER_ROOT are named OTHER_ROOT's folder name/run."""
 
 from __future__ import annotations
 
