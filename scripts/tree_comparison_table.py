@@ -6,7 +6,9 @@ to compare at equal cost), its wall time, its mean |advantage| (`train/advantage
 against the entropy bonus) and its choice entropy over the last 4 steps (`train/choice_entropy`, where the recipe
 has `trainer.entropy_choices`: near 0 a sharp policy, near ln 4 = 1.39 moves sampled about uniformly), as Markdown
 rows; then each arm's last evaluation as min-max over its seeds and, with BASE_ARM (e.g. gigpo), its tokens in all
-as a ratio to BASE_ARM's run of the same seed (equal cost is 1.0). OUT_ROOT:OTHER_ROOT reads the runs of both;
+as a ratio to BASE_ARM's run of the same seed (equal cost is 1.0) and its held-out success at the last evaluation
+made within the wall time of BASE_ARM's run of that seed (equal wall clock; meaningful only for runs timed side by
+side on one host). OUT_ROOT:OTHER_ROOT reads the runs of both;
 those of OTHER_ROOT are named OTHER_ROOT's folder name/run."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 class Run:
     name: str
     success: list[float]  # held-out success at each evaluation
+    eval_minutes: list[float]  # minutes since training started at each evaluation
     tokens: list[float]  # generated tokens at each step
     spent: float | None  # generated tokens before the first evaluation at or above `reach` (None: never)
     minutes: float
@@ -39,6 +42,7 @@ class Run:
 def read_run(run: Path, reach: float, prefix: str = "") -> Run:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     success = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
+    wall = {r["step"]: r["perf/wall_s"] / 60 for r in rows if "perf/wall_s" in r}  # an evaluation follows its step
     tokens = {r["step"]: r["rollout/generated_tokens"] for r in rows if "rollout/generated_tokens" in r}
     reached = next((step for step, rate in success if rate >= reach), None)
     spent = None if reached is None else sum(t for step, t in tokens.items() if step <= reached)
@@ -48,6 +52,7 @@ def read_run(run: Path, reach: float, prefix: str = "") -> Run:
     return Run(
         prefix + run.name,
         [rate for _, rate in success],
+        [wall.get(step, 0.0) for step, _ in success],
         list(tokens.values()),
         spent,
         minutes,
@@ -90,6 +95,21 @@ def main(roots: list[Path], reach: float, base_arm: str | None) -> None:
             if arm != base_arm and ratios:
                 spread = " ".join(f"{x:.2f}" for x in ratios)
                 print(f"{arm}: tokens in all / {base_arm}'s, seed by seed: {spread}")
+        print_at_base_wall_time(runs, arms, base_arm)
+
+
+def print_at_base_wall_time(runs: list[Run], arms: dict[str, None], base_arm: str) -> None:
+    """Each arm's held-out success at its last evaluation within the wall time of BASE_ARM's run of that seed."""
+    base = {run.seed: run.minutes for run in runs if run.arm == base_arm and run.success}
+    for arm in arms:
+        if arm == base_arm:
+            continue
+        cells = []
+        for run in (r for r in runs if r.arm == arm and r.seed in base):
+            within = [rate for rate, at in zip(run.success, run.eval_minutes, strict=True) if at <= base[run.seed]]
+            cells.append(f"s{run.seed} {within[-1]:.2f} ({run.minutes:.1f} vs {base[run.seed]:.1f} min)")
+        if cells:
+            print(f"{arm}: held-out success within {base_arm}'s wall time: " + ", ".join(cells))
 
 
 if __name__ == "__main__":
