@@ -8,8 +8,8 @@ has `trainer.entropy_choices`: near 0 a sharp policy, near ln 4 = 1.39 moves sam
 rows; then each arm's last evaluation as min-max over its seeds and, with BASE_ARM (e.g. gigpo), its tokens in all
 as a ratio to BASE_ARM's run of the same seed (equal cost is 1.0) and its held-out success at the last evaluation
 made within the wall time of BASE_ARM's run of that seed (equal wall clock; meaningful only for runs timed side by
-side on one host). OUT_ROOT:OTHER_ROOT reads the runs of both;
-those of OTHER_ROOT are named OTHER_ROOT's folder name/run."""
+side on one host). OUT_ROOT:OTHER_ROOT reads the runs of both; those of OTHER_ROOT are named OTHER_ROOT's folder
+name/run."""
 
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ class Run:
 def read_run(run: Path, reach: float, prefix: str = "") -> Run:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     success = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
-    wall = {r["step"]: r["perf/wall_s"] / 60 for r in rows if "perf/wall_s" in r}  # an evaluation follows its step
+    # minutes since training started, by step (an evaluation follows its step's training)
+    wall = {r["step"]: r["perf/wall_s"] / 60 for r in rows if "perf/wall_s" in r}
     tokens = {r["step"]: r["rollout/generated_tokens"] for r in rows if "rollout/generated_tokens" in r}
     reached = next((step for step, rate in success if rate >= reach), None)
     spent = None if reached is None else sum(t for step, t in tokens.items() if step <= reached)
-    minutes = max((r.get("perf/wall_s", 0.0) for r in rows), default=0.0) / 60  # seconds since training started
     advantage = [r["train/advantage_abs_mean"] for r in rows if "train/advantage_abs_mean" in r]
     entropy = [r["train/choice_entropy"] for r in rows if "train/choice_entropy" in r][-4:]
     return Run(
@@ -55,7 +55,7 @@ def read_run(run: Path, reach: float, prefix: str = "") -> Run:
         [wall.get(step, 0.0) for step, _ in success],
         list(tokens.values()),
         spent,
-        minutes,
+        max(wall.values(), default=0.0),
         sum(advantage) / max(len(advantage), 1),
         sum(entropy) / len(entropy) if entropy else None,
     )
