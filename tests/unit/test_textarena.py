@@ -105,3 +105,51 @@ def test_a_forked_game_goes_on_as_the_parent_would_and_siblings_apart(tokenizer)
                                   context([guess_from_seed]).sample, context([guess_from_seed]),
                                   TreeShape(branch_turns=(1,), width=2)))  # fmt: skip
     assert len(leaves) == 2 and all(leaf.metadata["textarena"] for leaf in leaves)
+
+
+class _CapturedBatch:
+    """A FAKE training backend: keeps the rows a step would train."""
+
+    def step(self, trajectories):
+        self.rows = trajectories
+        return {}
+
+
+@pytest.mark.xfail(strict=True, reason="self-play: the opponent's moves train on player 0's reward")
+def test_self_play_trains_each_player_on_its_own_reward(tokenizer):
+    from agentrl.config import AgentRLConfig
+    from agentrl.config.schema import TrainerConfig
+    from agentrl.trainer.advantages import row_advantages
+    from agentrl.trainer.policies import Policies, PolicyRuntime
+
+    def move(conversation: str) -> str:  # player 0 takes the top row before player 1 completes the middle one
+        made = conversation.count("<|im_start|>assistant") - 1
+        return ("[3]", "[4]", "[5]")[made] if "You are Player 1" in conversation else ("[0]", "[1]", "[2]")[made]
+
+    def game() -> Trajectory:
+        loop = TextArenaLoop(AgentConfig(name="textarena", kwargs={"env_id": "TicTacToe-v0", "num_players": 2}))
+        sample = Sample(prompt=[Message(role="user", content="play")], extra_info={"seed": 1})
+        ctx = AgentContext(
+            sample=sample,
+            trajectory=Trajectory(group_id="g"),
+            llm=ScriptedPolicy(tokenizer, [move]),
+            tokenizer=tokenizer,
+            sampling=SamplingParams(max_tokens=16),
+            budgets=Budgets(max_turns=20, max_tokens_per_turn=16, max_total_tokens=4096, max_model_len=4096),
+        )
+        return asyncio.run(loop.run(sample, ctx))
+
+    episodes = [game(), game()]
+    assert all(e.metadata["textarena"]["rewards"] == {0: 1, 1: -1} for e in episodes)  # player 0 always wins
+    captured = _CapturedBatch()
+    policies = Policies.__new__(Policies)
+    policies.several, policies.runtimes = False, [PolicyRuntime("policy", AgentRLConfig(), "", True, captured)]
+    policies.step(episodes, version=0)
+    rows = row_advantages(TrainerConfig(), captured.rows)
+    by_player: dict[str, list[float]] = {"0": [], "1": []}
+    for row, advantages in zip(rows.rows, rows.tokens, strict=True):
+        first = next(i for i, s in enumerate(row.segments) if s.trainable)
+        generated = [s.trainable for s in row.segments[first:] for _ in s.token_ids]
+        mine = [a for a, trained in zip(advantages.tolist(), generated, strict=True) if trained]
+        by_player["1" if "You are Player 1" in row.messages[0].content else "0"] += mine
+    assert by_player["1"] and max(by_player["1"]) < 0 < min(by_player["0"])
