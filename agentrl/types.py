@@ -87,6 +87,9 @@ class Segment(BaseModel):
             of that tempered distribution, and the trainer computes its own at the same temperature (None: 1.0).
         policy: the name of the policy (`policies:`) that generated these tokens; None: the run's first policy
             (the only one of a run without `policies:`).
+        player: the role of the episode (`AgentLoopBase.roles`: a game's `player` and `opponent`) that generated
+            these tokens; None: the episode's one agent. Each role's tokens are trained on its own reward
+            (`Trajectory.player_rewards`), also when one policy plays several roles (self-play).
     """
 
     model_config = ConfigDict(ser_json_inf_nan="constants")  # a -inf logprob survives a JSON round trip
@@ -98,6 +101,7 @@ class Segment(BaseModel):
     role: Role = "assistant"
     temperature: float | None = None
     policy: str | None = None
+    player: str | None = None
 
     @model_validator(mode="after")
     def _check_lengths(self) -> Segment:
@@ -130,6 +134,9 @@ class Trajectory(BaseModel):
     policy_rewards: dict[str, float] = Field(default_factory=dict)
     """Each policy's own reward, where the episode's roles are rewarded apart (`policies:`: a zero-sum game, a
     judge and a solver); a policy not named here is trained on `reward`."""
+    player_rewards: dict[str, float] = Field(default_factory=dict)
+    """Each role's own reward (`Segment.player`), where the episode's roles are rewarded apart: a role's tokens
+    are trained on it whatever policy plays the role (self-play included); it comes before `policy_rewards`."""
     stop_reason: StopReason | None = None
     error: str | None = None
     num_turns: int = 0
@@ -184,15 +191,15 @@ class Trajectory(BaseModel):
         A turn is a maximal run of consecutive trainable segments: the reply of one `ctx.generate`, which is
         several segments when it was resumed after weight pushes (one per policy version) or cut and continued
         with no message in between. Any non-trainable segment (prompt, observation, tool result, user turn) ends
-        the turn; the next trainable segment starts the next one. A reply of another policy (`Segment.policy`) is
-        another turn.
+        the turn; the next trainable segment starts the next one. A reply of another policy (`Segment.policy`) or
+        role (`Segment.player`) is another turn.
         """
         out: list[int | None] = []
-        turns, in_turn, policy = 0, False, None
+        turns, in_turn, author = 0, False, (None, None)
         for seg in self.segments:
-            if seg.trainable and (not in_turn or seg.policy != policy):
+            if seg.trainable and (not in_turn or (seg.policy, seg.player) != author):
                 turns += 1
-            in_turn, policy = seg.trainable, seg.policy
+            in_turn, author = seg.trainable, (seg.policy, seg.player)
             out.append(turns - 1 if seg.trainable else None)
         return out
 

@@ -18,9 +18,15 @@ class TrainerConfig(_Section):
     )
     max_staleness: int = Field(1, ge=0, description="async / fully_async: policy versions a sample may lag")
     stale_samples: Literal["correct", "drop", "regenerate"] = Field(
-        "correct",
-        description="async / fully_async: samples older than max_staleness at their step are kept with TIS correction, "
-        "dropped, or (fully_async) regenerated on the current policy; each is counted in rollout/stale_*",
+        "drop",
+        description="async / fully_async: a sample older than max_staleness at its step is dropped (the bound holds), "
+        "regenerated on the current policy (fully_async), or trained anyway with a TIS correction (correct: trains "
+        "groups of any age, weighted by at most tis_cap); each is counted in rollout/stale_*",
+    )
+    on_breach: Literal["stop", "warn"] = Field(
+        "stop",
+        description="a step whose data breaks the exactness contract (tokens of unknown version, past the staleness "
+        "bound) stops the run with what to change (stop), or prints it once and goes on (warn)",
     )
     tis_cap: float | None = Field(
         None, gt=0, description="truncated importance sampling cap on π_trainer/π_rollout; None: 2.0 in async mode"

@@ -70,6 +70,7 @@ class TrajectoryBuilder:
         temperature: float | None = None,
         policy: str | None = None,
         trainable: bool = True,
+        player: str | None = None,
     ) -> str:
         """Append one assistant turn generated in pieces (a partial rollout: interrupted by weight pushes and
         continued from its exact prefix), one trainable segment per piece with the version that generated it;
@@ -77,7 +78,8 @@ class TrajectoryBuilder:
         (the last piece's, when all are empty), so that every generation is a turn (`Trajectory.turn_index`).
         `temperature`: the one the turn was sampled at (its logprobs are of that tempered distribution); `policy`:
         the policy that generated it (`Segment.policy`); `trainable=False`: a frozen policy's reply, context for
-        every policy that learns (it is then no turn)."""
+        every policy that learns (it is then no turn); `player`: the episode's role that generated it
+        (`Segment.player`)."""
         token_ids: list[int] = []
         for ids, logprobs, version in [p for p in pieces if p[0]] or pieces[-1:]:
             segment = Segment(
@@ -87,6 +89,7 @@ class TrajectoryBuilder:
                 policy_version=version,
                 temperature=temperature,
                 policy=policy,
+                player=player,
             )
             self.trajectory.append(segment)
             token_ids += ids

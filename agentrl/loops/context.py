@@ -140,10 +140,16 @@ class AgentContext:
         self.trajectory.stop_reason = StopReason.MAX_TOKENS if self.last_turn_cut else StopReason.DONE
 
     async def generate(
-        self, continue_if_cut: bool | None = None, policy: str | None = None, **sampling_overrides: Any
+        self,
+        continue_if_cut: bool | None = None,
+        policy: str | None = None,
+        player: str | None = None,
+        **sampling_overrides: Any,
     ) -> Turn:
         """Generate one assistant turn from the whole trajectory so far and append it. `policy`: the policy that
         generates it, in a run with several (`policies:`; None: the first); its segments record the name.
+        `player`: the episode's role that generates it, in a loop with roles (`AgentLoopBase.roles`); its segments
+        record it, and its tokens train on that role's reward (`Trajectory.player_rewards`).
 
         Raises:
             StopLoop: max_turns before generating; context_overflow when the turn was cut by the trajectory's
@@ -166,7 +172,8 @@ class AgentContext:
         traj = self.trajectory
         out = await generate_resuming(once, traj.token_ids, sampling, self.resume_aborted, traj.metrics)
         self._time("generate_s", started)
-        text = self.builder.add_generation_pieces(out.pieces, sampling.temperature, policy, learns(self.llm, policy))
+        learning = learns(self.llm, policy)
+        text = self.builder.add_generation_pieces(out.pieces, sampling.temperature, policy, learning, player)
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")

@@ -12,8 +12,9 @@ learned: the scripted describer says the target; the scripted guesser picks the 
 
 Rewards: 1 for each role when the guess is the target, else a small format credit (`format_credit`) for a reply
 that is one word (describer) or one of the candidates (guesser), so that a group of all-wrong replies still ranks
-them. Each policy named in `agent.roles` gets the mean of its roles' rewards (`Trajectory.policy_rewards`); the
-episode's `reward`, which a policy not named there trains on, is the mean of the roles played.
+them. Each role's tokens train on that role's reward (`Trajectory.player_rewards`), whichever policy plays it; each
+policy named in `agent.roles` reports the mean of its roles' rewards (`Trajectory.policy_rewards`, for its reward
+curves); the episode's `reward` is the mean of the roles played.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class ReferentialGameLoop(AgentLoopBase):
             clue = target
         else:
             ctx.start([Message(role="user", content=describer_prompt(candidates, target))])
-            clue = (await ctx.generate(policy=self.policy_for("describer"), continue_if_cut=True)).text
+            turn = await ctx.generate(policy=self.policy_for("describer"), player="describer", continue_if_cut=True)
+            clue = turn.text
         if partner == "scripted_guesser":
             guess = scripted_guess(clue, candidates)
         else:
@@ -57,7 +59,8 @@ class ReferentialGameLoop(AgentLoopBase):
                 ctx.new_step_sample(messages)  # the guesser's own conversation: it never sees the target
             else:
                 ctx.start(messages)
-            reply = (await ctx.generate(policy=self.policy_for("guesser"), continue_if_cut=True)).text
+            turn = await ctx.generate(policy=self.policy_for("guesser"), player="guesser", continue_if_cut=True)
+            reply = turn.text
             guess = _match(first_word(reply), candidates)
         ctx.finish()
         won = guess == target
@@ -67,6 +70,7 @@ class ReferentialGameLoop(AgentLoopBase):
             rewards["describer"] = float(won) + (0.0 if won else credit * (len(words(clue)) == 1))
         if partner != "scripted_guesser":
             rewards["guesser"] = float(won) + (0.0 if won else credit * (guess is not None))
+        traj.player_rewards = rewards
         traj.policy_rewards = self._by_policy(rewards)
         traj.reward = sum(rewards.values()) / len(rewards)
         traj.metrics["game/success"] = float(won)

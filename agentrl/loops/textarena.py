@@ -8,7 +8,9 @@ reward: player 0's is the trajectory's.
 Two-player games (`num_players: 2`) have two roles: `player` (player 0) and `opponent` (player 1). `agent.roles`
 maps each to a policy (`policies:`): a frozen policy as a fixed opponent, or the same policy on both sides
 (self-play, the default when `opponent` is not mapped). The opponent's conversation is kept as an earlier step
-sample of the trajectory; its policy gets player 1's reward (`Trajectory.policy_rewards`).
+sample of the trajectory. Each side's tokens record their role (`Segment.player`) and train on that side's own
+reward (`Trajectory.player_rewards`): in self-play the winner's moves and the loser's are compared, never both
+rewarded with player 0's outcome.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class TextArenaLoop(SteppedLoop):
             turn_ctx.start(message)
             state.started.add(player)
         role = "player" if player == 0 else "opponent"
-        turn = await turn_ctx.generate(policy=self.policy_for(role), continue_if_cut=True)
+        turn = await turn_ctx.generate(policy=self.policy_for(role), player=role, continue_if_cut=True)
         state.done, _ = await asyncio.to_thread(state.env.step, turn.text)
         return state.done
 
@@ -98,9 +100,14 @@ class TextArenaLoop(SteppedLoop):
         traj.reward = float(rewards.get(0, 0.0))
         traj.metrics["textarena/success"] = float(traj.reward > 0)
         traj.metadata["textarena"] = {"rewards": rewards, "game_info": _plain(game_info), "finished": finished}
-        for role, player in (("player", 0), ("opponent", 1)):
-            if (policy := self.policy_for(role)) is not None and player in rewards:
-                traj.policy_rewards[policy] = float(rewards[player])
+        traj.player_rewards = {role: float(rewards.get(index, 0.0)) for index, role in enumerate(self.roles)}
+        if self.options.num_players == 1:
+            del traj.player_rewards["opponent"]
+        by_policy: dict[str, list[float]] = {}  # each mapped policy's outcome, for its reward curves
+        for role, reward in traj.player_rewards.items():
+            if (policy := self.policy_for(role)) is not None:
+                by_policy.setdefault(policy, []).append(reward)
+        traj.policy_rewards = {policy: sum(r) / len(r) for policy, r in by_policy.items()}
 
 
 @dataclass

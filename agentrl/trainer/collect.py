@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,7 @@ from agentrl.loops.manager import RolloutManager
 from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.cursor import DataCursor
 from agentrl.trainer.sampling import DynamicSamplingBuffer, groups_to_request, overlong_penalty
+from agentrl.trainer.staleness import STARTED_VERSION
 from agentrl.types import Sample, Trajectory
 
 
@@ -45,6 +47,8 @@ class BatchCollector:
         batch_size: prompts (groups) per step.
         trainer: `dynamic_sampling`, `max_sampling_rounds`, `overlong_*`.
         seed: seeds the data order, and each step's sampling when `rollout.seed` is set.
+        version: the policy version the rollout servers hold (recorded on each trajectory as the version its group
+            started at: the age of a token whose server reported no version, `agentrl.trainer.staleness`).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class BatchCollector:
         batch_size: int,
         trainer: TrainerConfig,
         seed: int = 0,
+        version: Callable[[], int] = lambda: 0,
     ):
         self.manager = manager
         self.rewards = rewards
@@ -63,6 +68,7 @@ class BatchCollector:
         self.trainer = trainer
         self.cursor = DataCursor(len(samples), seed=seed)
         self.rollout_seed = manager.rollout.seed
+        self.version = version
 
     async def collect(self, step: int) -> CollectedBatch:
         """Roll out and score the batch of `step` (several rounds under dynamic sampling)."""
@@ -91,9 +97,11 @@ class BatchCollector:
 
     async def _round(self, step: int, round_index: int, count: int, timings: dict[str, float]) -> list[Trajectory]:
         batch = [self.samples[i] for i in self.cursor.take(count)]
-        started = time.perf_counter()
+        started, version = time.perf_counter(), self.version()
         seed = None if self.rollout_seed is None else self.rollout_seed + 7919 * step + 104729 * round_index
         trajectories = await self.manager.run(batch, seed=seed)
+        for traj in trajectories:
+            traj.metadata[STARTED_VERSION] = version
         timings["rollout_s"] += time.perf_counter() - started
         started = time.perf_counter()
         await score_rollout(self.rewards, self.trainer, trajectories, batch)

@@ -29,16 +29,13 @@ from agentrl.rewards.pipeline import RewardPipeline
 from agentrl.trainer.collect import CollectedBatch, score_rollout, trainable
 from agentrl.trainer.cursor import DataCursor
 from agentrl.trainer.sampling import has_reward_variance
-from agentrl.trainer.staleness import oldest_version
+from agentrl.trainer.staleness import STARTED_VERSION, oldest_version
 from agentrl.types import Sample, Trajectory
 
 MAX_REGENERATIONS = 3
 """Regenerations of one prompt for staleness, at most; then it is dropped."""
 logger = logging.getLogger(__name__)
 _STALE_COUNTS = {"drop": "stale_dropped", "regenerate": "stale_regenerated", "correct": "stale_corrected"}
-STARTED_VERSION = "started_version"
-"""`Trajectory.metadata` key: the policy version when the trajectory's group started (its lag when it generated
-nothing)."""
 
 
 class ContinuousCollector:
@@ -146,7 +143,8 @@ class ContinuousCollector:
 
     def lag(self, group: list[Trajectory]) -> int:
         """Policy versions between the one being trained now and the oldest that wrote any of `group`'s tokens
-        (the version the group started at, when none of its tokens has a version)."""
+        (`agentrl.trainer.staleness.oldest_version`: a token of unknown version is as old as its group's start; a
+        group that generated nothing, the version it started at)."""
         oldest = [oldest_version(t) for t in group]
         known = [v for v in oldest if v is not None]
         first = min(known) if known else min((t.metadata.get(STARTED_VERSION, 0) for t in group), default=0)

@@ -82,18 +82,38 @@ def exactness_metrics(trajectories: Sequence[Trajectory], version: int, step_met
 
 
 def exactness_breaches(metrics: dict[str, float], max_staleness: int, stale_samples: str) -> dict[str, str]:
-    """What in a step's `metrics` breaks the contract: {kind: message with what to change} (empty: exact)."""
+    """What in a step's `metrics` breaks the contract: {kind: message with what to change} (empty: exact).
+    With several policies each one's `rollout/<name>/version_known` is checked."""
     breaches = {}
-    known = metrics.get(VERSION_KNOWN, 1.0)
-    if known < 1.0:
+    unknown = {key: value for key, value in metrics.items() if _is_version_known(key) and value < 1.0}
+    if unknown:
+        where = ", ".join(f"{1 - value:.1%} ({_policy_of(key)})" for key, value in sorted(unknown.items()))
         breaches["version"] = (
-            f"{1 - known:.1%} of the trained tokens have no version from the server that generated them: use an "
-            "agentrl server (hf, or vllm / sglang launched by agentrl), which reports the version of every reply"
+            f"trained tokens have no version from the server that generated them: {where}; use an agentrl server "
+            "(hf, or vllm / sglang launched by agentrl), which reports the version of every reply"
         )
-    lag = metrics.get(STALENESS_MAX, 0.0)
+    lag = max([v for k, v in metrics.items() if _is_staleness_max(k)], default=0.0)
     if lag > max_staleness and stale_samples != "correct":
         breaches["staleness"] = (
             f"a trained token is {lag:g} versions old, past trainer.max_staleness={max_staleness} with "
             f"stale_samples={stale_samples}: this is a bug in agentrl's staleness bound; please report it"
         )
     return breaches
+
+
+def _is_version_known(key: str) -> bool:
+    return key.startswith("rollout/") and key.endswith("/version_known")
+
+
+def _is_staleness_max(key: str) -> bool:
+    return key.startswith("rollout/") and key.endswith("/staleness_max")
+
+
+def _policy_of(key: str) -> str:
+    """`rollout/<name>/version_known` -> `policy <name>`; the run's one policy for `rollout/version_known`."""
+    parts = key.split("/")
+    return f"policy {parts[1]}" if len(parts) == 3 else "the policy"
+
+
+class ExactnessBreachError(RuntimeError):
+    """A training step broke the exactness contract (`trainer.on_breach=stop`, the default)."""

@@ -28,7 +28,7 @@ from agentrl.rewards.policy_rewards import reward_pipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
 from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch, empty_count
-from agentrl.trainer.exactness import exactness_breaches, exactness_problems, truncation_warning
+from agentrl.trainer.exactness import ExactnessBreachError, exactness_breaches, exactness_problems, truncation_warning
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.preflight import untrained_root_warning, validate_run
 from agentrl.trainer.progress import StepProgress
@@ -56,7 +56,7 @@ def prepare_config(cfg: AgentRLConfig, *, checked: bool = False) -> AgentRLConfi
         if warning:
             print(warning, flush=True)
     t = cfg.trainer
-    if t.mode in ("async", "fully_async") and t.stale_samples == "correct" and t.tis_cap is None:
+    if t.mode in ("async", "fully_async") and t.tis_cap is None:  # tokens within the bound are off-policy too
         cfg = cfg.model_copy(deep=True)
         cfg.trainer.tis_cap = ASYNC_TIS_CAP
     return cfg
@@ -112,7 +112,13 @@ class Trainer:
             self.policies.start_sync()
             self.manager = manager
             self.collector = BatchCollector(
-                manager, self.rewards, self.train_samples, self.cfg.data.batch_size, self.cfg.trainer, self.cfg.seed
+                manager,
+                self.rewards,
+                self.train_samples,
+                self.cfg.data.batch_size,
+                self.cfg.trainer,
+                self.cfg.seed,
+                version=lambda: self.version,
             )
             if state is not None:
                 self.collector.cursor.load_state(state.cursor)
@@ -247,7 +253,7 @@ class Trainer:
         metrics.update(self.policies.reward_metrics(batch.generated, "rollout"))
         started = time.perf_counter()
         metrics.update(self.policies.step(trainable, self.version))
-        self._check_exactness(metrics, batch.step)
+        self._check_exactness(metrics, batch.step, batch.generated)
         self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)
         train_s = time.perf_counter() - started
         metrics["perf/weight_sync_s"] = self.policies.push(batch.step)
@@ -257,10 +263,20 @@ class Trainer:
         metrics["perf/train_tokens_per_s"] = tokens / train_s if train_s > 0 else 0.0
         return metrics
 
-    def _check_exactness(self, metrics: dict[str, Any], step: int) -> None:
-        """Warn once about each way the step's data broke the exactness contract (`agentrl.trainer.exactness`)."""
+    def _check_exactness(self, metrics: dict[str, Any], step: int, generated: list[Trajectory] = ()) -> None:
+        """Stop the run (`trainer.on_breach=stop`, after saving the step's trajectories) or warn once about each way
+        the step's data broke the exactness contract (`agentrl.trainer.exactness`)."""
         t = self.cfg.trainer
-        for kind, breach in exactness_breaches(metrics, t.max_staleness, t.stale_samples).items():
+        breaches = exactness_breaches(metrics, t.max_staleness, t.stale_samples)
+        if breaches and t.on_breach == "stop":
+            saved = self._save_trajectories(step, list(generated)) if generated else None
+            raise ExactnessBreachError(
+                f"step {step} broke the exactness contract; the run stopped, and the update on it is neither pushed "
+                f"nor saved: {'; '.join(breaches.values())}. "
+                + (f"The step's trajectories are in {saved}. " if saved else "")
+                + "trainer.on_breach=warn trains on such data anyway."
+            )
+        for kind, breach in breaches.items():
             if kind not in self._breaches:
                 self._breaches.add(kind)
                 print(f"step {step}: warning: {breach}", flush=True)

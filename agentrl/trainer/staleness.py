@@ -1,8 +1,16 @@
-"""Off-policy bookkeeping for async training: how many policy versions behind a trajectory's tokens are."""
+"""Off-policy bookkeeping for async training: how many policy versions behind a trajectory's tokens are.
+
+One rule for a token of unknown version (a server that reported none): it is never fresh. It is taken to be as old
+as the version at which its trajectory's group started (`STARTED_VERSION`, which no token of the group can be older
+than), or as version 0 when that is not recorded either.
+"""
 
 from __future__ import annotations
 
 from agentrl.types import Trajectory
+
+STARTED_VERSION = "started_version"
+"""`Trajectory.metadata` key: the policy version when the trajectory's group started rolling out."""
 
 
 def generated_versions(traj: Trajectory) -> set[int]:
@@ -13,9 +21,18 @@ def generated_versions(traj: Trajectory) -> set[int]:
 
 
 def oldest_version(traj: Trajectory) -> int | None:
-    """The oldest policy version among the trajectory's generated segments (None if it generated nothing)."""
+    """The oldest policy version among the trajectory's generated segments (None if it generated nothing); a
+    segment of unknown version counts as the version its group started at (see the module docstring)."""
     versions = generated_versions(traj)
+    if has_unknown_version(traj):
+        versions.add(int(traj.metadata.get(STARTED_VERSION, 0)))
     return min(versions) if versions else None
+
+
+def has_unknown_version(traj: Trajectory) -> bool:
+    """Whether a generated segment of `traj` (its earlier step samples' included) has no version."""
+    parts = [traj, *traj.earlier_steps]
+    return any(s.trainable and s.token_ids and s.policy_version is None for t in parts for s in t.segments)
 
 
 def staleness(traj: Trajectory, current_version: int) -> int:

@@ -52,7 +52,7 @@ def test_version_share_staleness_and_mismatch_by_lag():
     assert step == {"train/loss": 1.0}  # the per-version figures became per-lag ones
     breaches = exactness_breaches({**metrics, "rollout/staleness_max": 1.0}, max_staleness=0, stale_samples="drop")
     assert set(breaches) == {"version", "staleness"}
-    assert "25.0% of the trained tokens have no version" in breaches["version"]
+    assert "have no version from the server that generated them: 25.0% (the policy)" in breaches["version"]
     assert exactness_breaches({"rollout/version_known": 1.0, "rollout/staleness_max": 1.0}, 1, "drop") == {}
 
 

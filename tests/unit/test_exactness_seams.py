@@ -27,14 +27,12 @@ def generated(version: int | None, started: int | None = None) -> Trajectory:
     return traj
 
 
-@pytest.mark.xfail(strict=True, reason="version check reads only rollout/version_known, not each policy's")
 def test_a_policy_with_tokens_of_unknown_version_is_a_breach():
     metrics = {"rollout/solver/version_known": 1.0, "rollout/judge/version_known": 0.5}
     breaches = exactness_breaches(metrics, max_staleness=1, stale_samples="drop")
     assert "version" in breaches and "judge" in breaches["version"]
 
 
-@pytest.mark.xfail(strict=True, reason="staleness() calls a token of unknown version fresh (lag 0)")
 def test_a_token_of_unknown_version_is_never_fresh_and_both_rules_agree():
     samples = [Sample(prompt=[Message(role="user", content="hi")])]
     collector = ContinuousCollector(None, None, samples, 1, TrainerConfig(), lambda: 5, max_groups_in_flight=1)
@@ -46,7 +44,6 @@ def test_a_token_of_unknown_version_is_never_fresh_and_both_rules_agree():
     assert staleness(mixed, 5) == collector.lag([mixed]) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="a breach is printed once and the run goes on")
 def test_a_breach_stops_the_run_by_default_with_its_message():
     trainer = Trainer.__new__(Trainer)
     trainer.cfg, trainer._breaches = AgentRLConfig(), set()
@@ -54,6 +51,5 @@ def test_a_breach_stops_the_run_by_default_with_its_message():
         trainer._check_exactness({"rollout/version_known": 0.5}, step=3)
 
 
-@pytest.mark.xfail(strict=True, reason="trainer.stale_samples defaults to correct: fully_async trains any age")
 def test_the_staleness_bound_holds_by_default():
     assert TrainerConfig().stale_samples != "correct"

@@ -115,7 +115,6 @@ class _CapturedBatch:
         return {}
 
 
-@pytest.mark.xfail(strict=True, reason="self-play: the opponent's moves train on player 0's reward")
 def test_self_play_trains_each_player_on_its_own_reward(tokenizer):
     from agentrl.config import AgentRLConfig
     from agentrl.config.schema import TrainerConfig
