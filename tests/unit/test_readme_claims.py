@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 README = Path(__file__).resolve().parents[2] / "README.md"
 RUNS = re.compile(r"\b\d+ (?:of \d+ )?(?:seeds?|runs?)\b")
 NOT_FIGURES = re.compile(r"`[^`]*`|\b\d+(?:\.\d+)?[MB]\b")  # code spans; model sizes such as 135M
@@ -38,7 +36,6 @@ def test_the_clause_parser_finds_a_figure_without_its_runs():
     assert figures_without_runs("trains end to end (~22 min)") == ["trains end to end (~22 min)"]
 
 
-@pytest.mark.xfail(strict=True, reason="README claims: recipes-table figures without their number of runs")
 def test_every_figure_in_the_recipes_table_names_its_runs():
     table = recipes_table(README.read_text())
     assert len(table) >= 10, f"the README's recipes table was not found or lost rows: {sorted(table)}"
