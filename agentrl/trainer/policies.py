@@ -18,9 +18,9 @@ from typing import Any
 from agentrl.config.policies import policy_config, policy_names
 from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
+from agentrl.loops.player_views import player_rows
 from agentrl.trainer.backend import TrainBackend
 from agentrl.trainer.exactness import check_batch, exactness_metrics
-from agentrl.trainer.player_views import player_rows
 from agentrl.trainer.policy_batches import policy_batches, policy_reward_metrics
 from agentrl.types import Trajectory
 
@@ -133,7 +133,7 @@ class Policies:
     def step(self, trajectories: list[Trajectory], version: int) -> dict[str, Any]:
         """One update of every learning policy on its share of `trajectories`: the train/* and exactness metrics
         (each policy's under `train/<name>/` when there are several). An episode of several roles trains as one
-        view per role, each on its own reward (`agentrl.trainer.player_views`)."""
+        view per role, each on its own reward (`agentrl.loops.player_views`)."""
         trajectories = player_rows(trajectories)
         if not self.several:
             return _step(self.default, trajectories, version)
