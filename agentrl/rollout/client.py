@@ -1,9 +1,10 @@
-"""Token-in/token-out async client for rollout servers (our `hf` server, vLLM, SGLang's OpenAI API).
+"""Token-in/token-out async client for rollout servers (our `hf` server, vLLM, SGLang).
 
-`generate()` sends prompt token ids to `/v1/completions` with `return_token_ids` and `logprobs=1` and takes
-the generated token ids from the response: generated text is never re-tokenized. Every request goes through a
-`Router` (least in-flight, sticky sessions); connection errors, timeouts and 5xx answers are retried with
-exponential backoff, on another replica when one is live; 4xx answers are raised at once.
+`generate()` sends prompt token ids to `/v1/completions` with `return_token_ids` and `logprobs=1` (or to the
+backend's own generate route: vLLM's, SGLang's `/generate`) and takes the generated token ids from the response:
+generated text is never re-tokenized. Every request goes through a `Router` (least in-flight, sticky sessions);
+connection errors, timeouts and 5xx answers are retried with exponential backoff, on another replica when one is
+live; 4xx answers are raised at once.
 
 The transport is aiohttp rather than httpx: httpcore's pool does O(connections^2) work per request, which made
 300 concurrent requests take ~30x longer than aiohttp's in a side-by-side run on this machine.
@@ -38,6 +39,8 @@ from agentrl.rollout.errors import (
 )
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.router import Router
+from agentrl.rollout.sglang_generate import GENERATE_PATH as SGLANG_GENERATE_PATH
+from agentrl.rollout.sglang_generate import StreamChunks, generate_request, parse_generate_response
 from agentrl.rollout.streaming import CompletionStream, SinkFailed, TokenSink
 from agentrl.rollout.vllm_generate import (
     GENERATE_PATH,
@@ -51,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 Attempt = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 """One try of a request at one replica: (replica url, path, body) -> the parsed answer."""
+
+Api = Literal["completions", "vllm_generate", "sglang_generate"]
+"""The generation route a client speaks (see `LLMClient`)."""
+_BACKEND_APIS: dict[str, Api] = {"vllm": "vllm_generate", "sglang": "sglang_generate"}
 
 _DEAD_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 """Transport errors meaning nobody listens: the replica is marked dead."""
@@ -71,9 +78,11 @@ class LLMClient:
         max_connections: Most open connections (0: no limit); keep it above the expected concurrency.
         health_interval: Seconds between health probes of dead replicas (when the client builds the router).
         health_timeout: Seconds one `GET /health` probe may take.
-        api: `completions` (`/v1/completions`: agentrl's `hf` server, SGLang) or `vllm_generate` (vLLM's
+        api: `completions` (`/v1/completions`: agentrl's `hf` server), `vllm_generate` (vLLM's
             `/inference/v1/generate`, whose answers label each token with the weights that sampled it; a vLLM
-            started without `--enable-scale-out` is then reached by `/v1/completions`, with unknown versions).
+            started without `--enable-scale-out` is then reached by `/v1/completions`, with unknown versions) or
+            `sglang_generate` (SGLang's `/generate`, whose answers and stream chunks carry its weight version;
+            its `/v1/completions` streams carry none).
     """
 
     def __init__(
@@ -89,7 +98,7 @@ class LLMClient:
         max_connections: int = 8192,
         health_interval: float = 5.0,
         health_timeout: float = 2.0,
-        api: Literal["completions", "vllm_generate"] = "completions",
+        api: Api = "completions",
         adapter: str | None = None,
     ) -> None:
         if isinstance(servers, Router):
@@ -149,6 +158,9 @@ class LLMClient:
             ProtocolError: The server does not return token ids or logprobs.
         """
         sampling = sampling or SamplingParams()
+        if self.api == "sglang_generate":
+            url, data = await self._post(SGLANG_GENERATE_PATH, generate_request(prompt_ids, sampling), session_id)
+            return parse_generate_response(data, url)
         if self.api == "vllm_generate":
             try:
                 url, data = await self._post(GENERATE_PATH, generate_body(prompt_ids, sampling, self.model), session_id)
@@ -197,6 +209,9 @@ class LLMClient:
         async def try_once(url: str, path: str, body: dict[str, Any]) -> TokenOutput:
             return await self._stream_attempt(url, path, body, on_tokens)
 
+        if self.api == "sglang_generate":
+            body = generate_request(prompt_ids, sampling, stream=True)
+            return (await self._post(SGLANG_GENERATE_PATH, body, session_id, try_once))[1]
         if self.api == "vllm_generate":
             try:
                 body = generate_body(prompt_ids, sampling, self.model, stream=True)
@@ -287,7 +302,7 @@ class LLMClient:
             raise ProtocolError(f"rollout server {url} answered with invalid JSON: {raw[:300]!r}") from e
 
     async def _stream_attempt(self, url: str, path: str, body: dict[str, Any], on_tokens: TokenSink) -> TokenOutput:
-        stream = CompletionStream(url, on_tokens, as_completion if path == GENERATE_PATH else None)
+        stream = CompletionStream(url, on_tokens, _chunk_reader(path))
         try:
             async with self._session().post(url + path, json=body) as response:
                 if response.status >= 400:
@@ -352,10 +367,17 @@ def rollout_client(urls: list[str], rollout: RolloutConfig) -> LLMClient:
     )
 
 
-def client_api(backend: str) -> Literal["completions", "vllm_generate"]:
-    """The generation route for a `rollout.backend`: vLLM's generate route (versions per token), else
-    `/v1/completions`."""
-    return "vllm_generate" if backend == "vllm" else "completions"
+def client_api(backend: str) -> Api:
+    """The generation route for a `rollout.backend`: vLLM's generate route (versions per token), SGLang's
+    `/generate` (its version on every stream chunk), else `/v1/completions`."""
+    return _BACKEND_APIS.get(backend, "completions")
+
+
+def _chunk_reader(path: str) -> Callable[[Any, str], Any] | None:
+    """What reads a stream chunk of the route at `path` in `/v1/completions` shape (None: it is in that shape)."""
+    if path == GENERATE_PATH:
+        return as_completion
+    return StreamChunks() if path == SGLANG_GENERATE_PATH else None
 
 
 def _raise_for_status(url: str, status: int, raw: bytes, reason: str) -> None:

@@ -25,13 +25,11 @@ from agentrl.rollout.servers.sglang import (
     attention_backend_for,
     build_command,
     distributed_update_request,
-    generate_request,
     init_group_request,
-    parse_finish_reason,
-    parse_generate_response,
     served_weight_version,
     weight_update_request,
 )
+from agentrl.rollout.sglang_generate import generate_request, parse_finish_reason, parse_generate_response
 
 # Greedy "The capital of France is Paris.<|im_end|>" tail: stopped on the EOS token id 2.
 STOPPED_ON_EOS: dict[str, Any] = {
@@ -171,10 +169,10 @@ async def test_generate_adapter_posts_to_generate(monkeypatch: pytest.MonkeyPatc
     real = httpx.AsyncClient
     monkeypatch.setattr(sglang.httpx, "AsyncClient", lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
     server = SGLangServer("http://sglang.test:30000")
-    server.policy_version = 4
+    server.policy_version = 4  # the handle's record of its last push: never a reply's version
     out = await server.generate([1, 2], SamplingParams(temperature=0.0, max_tokens=3))
     assert seen[0]["input_ids"] == [1, 2] and seen[0]["return_logprob"] is True
-    assert (out.token_ids, out.finish_reason, out.policy_version) == ([7042, 30, 2], "stop", 4)
+    assert (out.token_ids, out.finish_reason, out.policy_version) == ([7042, 30, 2], "stop", None)  # "default"
 
 
 class FakeSGLang:

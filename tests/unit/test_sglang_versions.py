@@ -20,9 +20,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from agentrl.rollout.client import LLMClient, client_api
+from agentrl.rollout.errors import ProtocolError
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers import sglang
 from agentrl.rollout.servers.sglang import SGLangServer
+from agentrl.rollout.sglang_generate import StreamChunks
 
 FAST: dict[str, Any] = {"backoff_base": 0.01, "backoff_max": 0.05, "health_interval": 0.05}
 TOKENS = [7042, 30, 2]
@@ -117,10 +119,6 @@ async def stream_once(url: str, pushed: int | None = None) -> tuple[Any, list[li
     return out, chunks
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sglang versions: the client streams SGLang's /v1/completions, whose chunks carry no weight version",
-)
 @pytest.mark.parametrize("incremental", [False, True], ids=["whole-output-chunks", "incremental-chunks"])
 async def test_a_streamed_reply_takes_its_version_from_sglangs_stream(incremental: bool) -> None:
     async with fake_sglang("5", incremental) as url:
@@ -130,6 +128,58 @@ async def test_a_streamed_reply_takes_its_version_from_sglangs_stream(incrementa
     assert chunks == [[t] for t in TOKENS]  # each token handed on once, as it arrived
 
 
+@pytest.mark.parametrize("reported", [None, "default"], ids=["no-weight-version", "default"])
+async def test_a_stream_without_a_version_of_ours_is_unknown_not_the_routers_record(reported: str | None) -> None:
+    async with fake_sglang(reported) as url:
+        out, _ = await stream_once(url, pushed=3)
+    assert out.token_ids == TOKENS and out.policy_version is None
+
+
+async def test_a_whole_reply_takes_its_version_from_sglang_and_none_from_the_router() -> None:
+    for reported, expected in (("6", 6), (None, None)):
+        async with fake_sglang(reported) as url, LLMClient(url, api=client_api("sglang"), **FAST) as llm:
+            llm.router.set_policy_version(url, 3)
+            out = await llm.generate([1, 2], SamplingParams(max_tokens=3))
+        assert (out.token_ids, out.logprobs, out.policy_version) == (TOKENS, LOGPROBS, expected)
+
+
+def chunk(ids: list[int] | None, entries: list[int], total: Any, version: str = "2") -> dict[str, Any]:
+    """A `/generate` stream chunk whose `output_token_logprobs` hold `entries` (token ids, logprob -1 each)."""
+    meta = {"completion_tokens": total, "weight_version": version, "finish_reason": None}
+    meta["output_token_logprobs"] = [[-1.0, t, None] for t in entries]
+    return {"meta_info": meta} if ids is None else {"output_ids": ids, "meta_info": meta}
+
+
+def test_stream_chunks_hand_on_each_token_once_in_either_mode() -> None:
+    whole, incremental, mixed = StreamChunks(), StreamChunks(), StreamChunks()
+    assert whole(chunk([4, 5], [4, 5], 2), "u")["choices"][0]["token_ids"] == [4, 5]
+    assert whole(chunk([4, 5, 6], [4, 5, 6], 3), "u")["choices"][0]["token_ids"] == [6]
+    assert incremental(chunk([4, 5], [4, 5], 2), "u")["choices"][0]["token_ids"] == [4, 5]
+    assert incremental(chunk([4], [4], 3), "u")["choices"][0]["token_ids"] == [4]  # a repeated token is new
+    assert incremental(chunk([], [], 3, "7"), "u") == {
+        "choices": [{"token_ids": [], "logprobs": {"token_logprobs": []}, "finish_reason": None}],
+        "policy_version": 7,
+    }
+    # new ids with every logprob so far (an aborted incremental stream), and SGLang without output_ids
+    assert mixed(chunk([4], [4], 1), "u")["choices"][0]["token_ids"] == [4]
+    assert mixed(chunk([9], [4, 9], 2), "u")["choices"][0]["logprobs"]["token_logprobs"] == [-1.0]
+    assert mixed(chunk(None, [4, 9, 8], 3), "u")["choices"][0]["token_ids"] == [8]
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (chunk([4], [4], None), "completion_tokens"),
+        (chunk([4, 5], [4, 6], 2), "do not hold output tokens 0..2"),
+        (chunk([4], [4], 2), "do not hold"),
+        ({"output_ids": [4]}, "without meta_info"),
+    ],
+)
+def test_a_stream_chunk_sglang_could_not_have_sent_is_a_protocol_error(bad: dict[str, Any], match: str) -> None:
+    with pytest.raises(ProtocolError, match=match):
+        StreamChunks()(bad, "http://gpu:30000")
+
+
 def mock_sglang(monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any]) -> None:
     """`SGLangServer`'s HTTP client answers every request with `answer`."""
     real = httpx.AsyncClient
@@ -137,10 +187,6 @@ def mock_sglang(monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any]) -> None
     monkeypatch.setattr(sglang.httpx, "AsyncClient", lambda **kw: real(transport=transport, **kw))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sglang versions: SGLangServer.generate fills in its own policy_version when SGLang reports none",
-)
 @pytest.mark.parametrize("reported", [None, "default"], ids=["no-weight-version", "default"])
 async def test_a_reply_without_a_version_of_ours_is_unknown_not_the_clients_record(
     monkeypatch: pytest.MonkeyPatch, reported: str | None

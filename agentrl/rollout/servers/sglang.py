@@ -2,15 +2,12 @@
 from disk or over NCCL, pause/continue, abort and the served weight version. SGLang needs a GPU; this module itself
 imports neither SGLang nor torch.
 
-Wire format (SGLang's `GenerateReqInput` and its tokenizer manager's output):
-- request: `{"input_ids": [...], "sampling_params": {"max_new_tokens", "temperature", "top_p", "top_k",
-  "stop", "stop_token_ids", "sampling_seed"}, "return_logprob": true, "logprob_start_len": -1}`;
-- response: `{"text", "output_ids": [...], "meta_info": {"finish_reason": {"type": "stop"|"length"|"abort",
-  ...}, "output_token_logprobs": [[logprob, token_id, text|null], ...], "weight_version", ...}}`. Versions
-  without `output_ids` are read from the token ids of `output_token_logprobs`.
-- weight update: `POST /update_weights_from_disk {"model_path": DIR, "weight_version": "3",
-  "abort_all_requests": bool}` answers `{"success", "message", ...}`; SGLang reloads the folder's safetensors
-  in place. The version is tracked here too, as SGLang echoes it back as a string.
+Generation goes through `/generate` (its wire format in `agentrl.rollout.sglang_generate`): a reply's version is
+the `meta_info.weight_version` SGLang reports, never this handle's own record.
+
+Weight update: `POST /update_weights_from_disk {"model_path": DIR, "weight_version": "3", "abort_all_requests":
+bool}` answers `{"success", "message", ...}`; SGLang reloads the folder's safetensors in place and labels its
+replies with the new `weight_version` (a string; read back from `/model_info` after each update).
 
 Control routes, checked against SGLang 0.5.23 (the PyPI wheel, sha256 00b3cd5b...9937:
 `sglang/srt/entrypoints/http_server.py` for routes, `sglang/srt/managers/io_struct.py` for bodies):
@@ -42,10 +39,10 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import httpx
 
 from agentrl.rollout.completions import TokenOutput
-from agentrl.rollout.errors import ProtocolError
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.process import ManagedServer, apply_overrides, free_port
 from agentrl.rollout.servers.vllm import as_weights_folder
+from agentrl.rollout.sglang_generate import GENERATE_PATH, generate_request, parse_generate_response
 
 if TYPE_CHECKING:
     import torch
@@ -57,67 +54,8 @@ FP32_ATTENTION_BACKEND = "torch_native"
 CHECKED_VERSION = "SGLang 0.5.23"
 """The SGLang whose HTTP server the routes and bodies here were checked against (see the module docstring)."""
 
-_FINISH_TYPES = {"stop": "stop", "length": "length", "abort": "abort"}
 _MODEL_FILES = ("config.json", "generation_config.json")
 _FP32_NAMES = {"float32", "float"}
-
-
-def generate_request(prompt_ids: list[int], sampling: SamplingParams) -> dict[str, Any]:
-    """The `/generate` body for one completion of `prompt_ids`, with logprobs of the output tokens only."""
-    params: dict[str, Any] = {
-        "max_new_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k,
-    }
-    if sampling.stop:
-        params["stop"] = list(sampling.stop)
-    if sampling.stop_token_ids:
-        params["stop_token_ids"] = list(sampling.stop_token_ids)
-    if sampling.seed is not None:
-        params["sampling_seed"] = sampling.seed
-    return {
-        "input_ids": list(prompt_ids),
-        "sampling_params": params,
-        "return_logprob": True,
-        "logprob_start_len": -1,
-        "stream": False,
-    }
-
-
-def parse_generate_response(data: Any, url: str = "sglang") -> TokenOutput:
-    """A `TokenOutput` from a `/generate` response; raises `ProtocolError` if ids or logprobs are missing."""
-    if isinstance(data, list):  # a batch answer: we always send one prompt
-        if len(data) != 1:
-            raise ProtocolError(f"{url} answered {len(data)} completions for one prompt")
-        data = data[0]
-    meta = data.get("meta_info") if isinstance(data, dict) else None
-    if not isinstance(meta, dict):
-        raise ProtocolError(f"{url} answered without meta_info: {str(data)[:200]}")
-    entries = meta.get("output_token_logprobs")
-    if entries is None:
-        raise ProtocolError(f"{url} returned no output_token_logprobs; the request must set return_logprob")
-    logprobs = [float(entry[0]) for entry in entries]
-    token_ids = data.get("output_ids")
-    if token_ids is None:
-        token_ids = [int(entry[1]) for entry in entries]
-    elif [int(entry[1]) for entry in entries] != list(token_ids):
-        raise ProtocolError(f"{url}: output_ids and the token ids of output_token_logprobs differ")
-    return TokenOutput(
-        token_ids=list(token_ids),
-        logprobs=logprobs,
-        finish_reason=parse_finish_reason(meta.get("finish_reason")),
-        policy_version=_as_int(meta.get("weight_version")),
-        replica=url,
-    )
-
-
-def parse_finish_reason(reason: Any) -> str | None:
-    """SGLang's `{"type": "stop"|"length"|"abort", ...}` (or a bare string) as `stop`, `length` or `abort`."""
-    if reason is None:
-        return None
-    kind = reason.get("type") if isinstance(reason, dict) else str(reason)
-    return _FINISH_TYPES.get(str(kind), str(kind))
 
 
 def weight_update_request(model_path: str, version: int, abort_in_flight: bool) -> dict[str, Any]:
@@ -274,14 +212,12 @@ class SGLangServer(ManagedServer):
         )
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams, timeout: float = 600.0) -> TokenOutput:
-        """One completion through `/generate`: the same contract as `LLMClient.generate`."""
+        """One completion through `/generate`: the same contract as `LLMClient.generate`. Its version is the one
+        SGLang reports (`meta_info.weight_version`), None when it reports none of ours."""
         async with httpx.AsyncClient(timeout=timeout) as http:
-            response = await http.post(f"{self.base_url}/generate", json=generate_request(prompt_ids, sampling))
+            response = await http.post(self.base_url + GENERATE_PATH, json=generate_request(prompt_ids, sampling))
         response.raise_for_status()
-        out = parse_generate_response(response.json(), self.base_url)
-        if out.policy_version is None:
-            out.policy_version = self.policy_version
-        return out
+        return parse_generate_response(response.json(), self.base_url)
 
     def update_weights(
         self,
