@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentrl.gateway.request_fields import unapplied_field
+
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TEXT_PARTS = ("text", "input_text")
 IMAGE_PARTS = ("image_url", "input_image", "image")
@@ -24,7 +26,8 @@ class RequestError(ValueError):
 
 
 def read_request(body: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """The request's messages and tools, once every field the gateway reads is well-formed.
+    """The request's messages and tools, once every field the gateway reads is well-formed and no field asks for
+    what the gateway does not apply (`agentrl.gateway.request_fields`).
 
     Raises:
         RequestError: the first malformed field, named.
@@ -35,6 +38,8 @@ def read_request(body: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]] 
         raise RequestError("n", "the gateway returns one choice per call: n must be 1")
     _check_sampling(body)
     _check_tools(body)
+    if problem := unapplied_field(body):
+        raise RequestError(*problem)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise RequestError("messages", "`messages` must be a non-empty list of message objects")

@@ -3,12 +3,16 @@ refused with a 400 naming it, never silently dropped."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
 from agentrl.gateway import Gateway
+from agentrl.gateway.request_fields import HONOURED, IGNORED, REFUSED, fields_tables
 from agentrl.loops.testing import ScriptedPolicy
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "guides" / "existing-agent.md"
 HI = [{"role": "user", "content": "hi"}]
 NOT_APPLIED = {
     "frequency_penalty": 0.5,
@@ -27,7 +31,6 @@ async def post(session, body: dict) -> httpx.Response:
         return await http.post(f"{session.base_url}/chat/completions", json=body)
 
 
-@pytest.mark.xfail(strict=True, reason="gateway fields: a field that changes generation is silently ignored")
 @pytest.mark.parametrize("field", list(NOT_APPLIED))
 async def test_a_field_that_would_change_the_reply_and_is_not_applied_gets_a_400_naming_it(tokenizer, field):
     policy = ScriptedPolicy(tokenizer, ["x"])
@@ -38,3 +41,21 @@ async def test_a_field_that_would_change_the_reply_and_is_not_applied_gets_a_400
     assert error["param"] == field and f"`{field}`" in error["message"]
     assert "remove it" in error["message"] or "omit it" in error["message"]  # says what to do
     assert policy.calls == []
+
+
+async def test_harmless_fields_and_the_defaults_of_refused_ones_are_answered(tokenizer):
+    harmless = {"store": True, "user": "u-1", "metadata": {"run": "a"}, "service_tier": "auto", "prediction": None}
+    defaults = {"frequency_penalty": 0, "presence_penalty": 0.0, "logit_bias": {}, "logprobs": False}
+    defaults |= {"response_format": {"type": "text"}, "parallel_tool_calls": True, "top_k": -1, "modalities": ["text"]}
+    policy = ScriptedPolicy(tokenizer, ["fine"])
+    async with Gateway(policy, tokenizer) as gateway:
+        answer = await post(gateway.open_session(), {"messages": HI, "stream_options": None, **harmless, **defaults})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == "fine"
+
+
+def test_each_field_is_in_one_list_and_the_docs_quote_the_lists():
+    assert not (HONOURED.keys() & IGNORED.keys() or HONOURED.keys() & REFUSED.keys() or IGNORED.keys() & REFUSED.keys())
+    page = DOC.read_text()
+    quoted = page.split("do not edit by hand) -->\n")[1].split("<!-- request-fields:end -->")[0]
+    assert quoted == fields_tables(), f"write fields_tables() between the request-fields markers of {DOC}"
