@@ -59,3 +59,20 @@ def test_each_field_is_in_one_list_and_the_docs_quote_the_lists():
     page = DOC.read_text()
     quoted = page.split("do not edit by hand) -->\n")[1].split("<!-- request-fields:end -->")[0]
     assert quoted == fields_tables(), f"write fields_tables() between the request-fields markers of {DOC}"
+
+
+TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
+FORCED = {"required": "required", "named": {"type": "function", "function": {"name": "add"}}}
+
+
+@pytest.mark.xfail(strict=True, reason="gateway tool_choice: required or a named function is accepted and ignored")
+@pytest.mark.parametrize("kind", list(FORCED))
+async def test_a_tool_choice_the_gateway_cannot_force_gets_a_400_naming_it(tokenizer, kind):
+    policy = ScriptedPolicy(tokenizer, ["no call at all"])
+    async with Gateway(policy, tokenizer) as gateway:
+        body = {"messages": HI, "tools": [TOOL], "tool_choice": FORCED[kind]}
+        answer = await post(gateway.open_session(), body)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "tool_choice" and '"auto"' in error["message"]  # says what to send instead
+    assert policy.calls == []
