@@ -1,10 +1,10 @@
 """The gateway's HTTP routes (aiohttp, in the event loop of the run's rollout client).
 
-Per session, under `/s/<session>/v1`: `POST /chat/completions` (tools, `tool_choice`, `n=1`, `stream` true or
-false), `GET /models`; the bare `/v1/chat/completions` is the session named `default`. With sessions opened on
-demand (`agentrl gateway`), `POST /s/<session>/close` ends one and saves its trajectory. Errors are OpenAI-shaped
-(see `agentrl.gateway.errors`); `stream: true` answers server-sent events as the tokens are generated (see
-`agentrl.gateway.streaming`).
+Per session, under `/s/<session>/v1`: `POST /chat/completions` (tools, `tool_choice` auto or none, `n=1`, `stream`
+true or false; `agentrl.gateway.request_fields` lists every field), `GET /models`; the bare `/v1/chat/completions`
+is the session named `default`. With sessions opened on demand (`agentrl gateway`), `POST /s/<session>/close` ends
+one and saves its trajectory. Errors are OpenAI-shaped (see `agentrl.gateway.errors`); `stream: true` answers
+server-sent events as the tokens are generated (see `agentrl.gateway.streaming`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ HONOURED: dict[str, str] = {
     "model": "with several policies (`policies:`), the policy of that name generates; any other name means the "
     "default policy",
     "tools": "offered to the policy in its chat template; the reply is parsed for tool calls (`agent.tool_parser`)",
-    "tool_choice": '`"auto"` (the default) parses the reply for tool calls, `"none"` does not',
+    "tool_choice": '`"auto"` (the default) parses the reply for tool calls, `"none"` does not; `"required"` and a '
+    "named function are refused: forcing a call would mean constrained decoding, which trains on tokens the policy "
+    "did not sample freely",
     "max_tokens": "lowers the run's reply budget (`rollout.max_tokens`), never raises it",
     "max_completion_tokens": "as `max_tokens`",
     "stop": "a string or a list of strings that end the reply",
@@ -86,6 +88,22 @@ REFUSED: dict[str, Refusal] = {
     "audio": Refusal("the policy replies in text only: omit it", _unset()),
     "web_search_options": Refusal("the gateway has no web search: omit it", _unset()),
 }
+
+
+def forced_tool_choice(choice: Any) -> str | None:
+    """Why the gateway refuses a well-formed `tool_choice` that forces a call (`"required"`, a named function), with
+    what to send instead; None for one it honours."""
+    if choice == "required":
+        forced = '`tool_choice: "required"` forces a tool call'
+    elif isinstance(choice, dict):
+        forced = f"`tool_choice` naming function {choice['function']['name']!r} forces a call to it"
+    else:
+        return None
+    return (
+        f"{forced}, which the gateway cannot do without constrained decoding (the policy would be trained on tokens "
+        'it did not sample freely): send `"auto"` (or leave `tool_choice` out), name the tool in the prompt, and '
+        "check the reply's `tool_calls`"
+    )
 
 
 def unapplied_field(body: dict[str, Any]) -> tuple[str, str] | None:

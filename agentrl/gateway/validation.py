@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentrl.gateway.request_fields import unapplied_field
+from agentrl.gateway.request_fields import forced_tool_choice, unapplied_field
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TEXT_PARTS = ("text", "input_text")
@@ -148,6 +148,8 @@ def _check_tools(body: dict[str, Any]) -> None:
             f'`tool_choice` must be "none", "auto", "required" or {{"type": "function", "function": {{"name": ...}}}}, '
             f"got {choice!r}",
         )
+    if forced := forced_tool_choice(choice):
+        raise RequestError("tool_choice", forced)
 
 
 def _check_number(body: dict[str, Any], key: str, low: float, high: float, low_open: bool) -> None:

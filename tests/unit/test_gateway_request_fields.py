@@ -65,7 +65,6 @@ TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "
 FORCED = {"required": "required", "named": {"type": "function", "function": {"name": "add"}}}
 
 
-@pytest.mark.xfail(strict=True, reason="gateway tool_choice: required or a named function is accepted and ignored")
 @pytest.mark.parametrize("kind", list(FORCED))
 async def test_a_tool_choice_the_gateway_cannot_force_gets_a_400_naming_it(tokenizer, kind):
     policy = ScriptedPolicy(tokenizer, ["no call at all"])
