@@ -75,3 +75,15 @@ async def test_a_tool_choice_the_gateway_cannot_force_gets_a_400_naming_it(token
     error = answer.json()["error"]
     assert error["param"] == "tool_choice" and '"auto"' in error["message"]  # says what to send instead
     assert policy.calls == []
+
+
+@pytest.mark.xfail(strict=True, reason="gateway greedy: temperature 0 is accepted, then refused by the training step")
+async def test_a_training_session_refuses_an_agents_greedy_decoding_with_a_400_naming_temperature(tokenizer):
+    policy = ScriptedPolicy(tokenizer, ["x"])
+    async with Gateway(policy, tokenizer) as gateway:
+        answer = await post(gateway.open_session(honour_request_sampling=True), {"messages": HI, "temperature": 0})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "temperature" and "greedy" in error["message"]
+    assert "temperature above 0" in error["message"]  # says what to send instead
+    assert policy.calls == []
