@@ -49,7 +49,11 @@ class OpenAIAgentOptions(LoopOptions):
     model_name: str = Field("policy", description="the model id the agent is told to use")
     timeout_s: float | None = Field(None, gt=0, description="wall-clock budget of one agent run (time_budget)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment of a command agent")
-    honour_request_sampling: bool = Field(False, description="take the agent's own temperature/top_p/seed")
+    honour_request_sampling: bool = Field(
+        False,
+        description="take the agent's own temperature/top_p/seed; while training, a request the trainer could not "
+        "train exactly (temperature 0) is refused with a 400",
+    )
     task_sandbox: Literal["run", "swe_task"] = Field(
         "run",
         description="the agent's sandbox: the run's (`sandbox.backend`), or each SWE task's own container "
@@ -182,6 +186,9 @@ class OpenAIAgentLoop(AgentLoopBase):
             sampling=ctx.sampling,
             limits=limits,
             honour_request_sampling=options.honour_request_sampling,
+            # a training run refuses rollout.temperature=0 at start, and held-out evaluation runs the loop greedily:
+            # a greedy run's replies are an evaluation's, never trained on
+            trains=ctx.sampling.temperature > 0,
             resume_aborted=ctx.resume_aborted,
         )
         try:

@@ -31,7 +31,8 @@ HONOURED: dict[str, str] = {
     "stream": "server-sent chunks as the policy generates",
     "stream_options": "`include_usage` adds the usage chunk",
     "temperature": "with `honour_request_sampling` (`agentrl gateway` honours it); else the run's "
-    "`rollout.temperature`",
+    "`rollout.temperature`. 0 (greedy) is refused where the replies are trained: greedy tokens have no sampling "
+    "distribution to train on (evaluation, which runs greedily, and `agentrl gateway` take it)",
     "top_p": "with `honour_request_sampling`; else the run's `rollout.top_p`",
     "seed": "with `honour_request_sampling`; else the run's seed per call",
 }
@@ -104,6 +105,18 @@ def forced_tool_choice(choice: Any) -> str | None:
         'it did not sample freely): send `"auto"` (or leave `tool_choice` out), name the tool in the prompt, and '
         "check the reply's `tool_calls`"
     )
+
+
+def untrainable_sampling(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The sampling field of `body` whose replies could not be trained exactly, with what to send instead (for a
+    session that trains and honours the agent's sampling); None when they can be."""
+    if body.get("temperature") == 0:
+        return "temperature", (
+            "`temperature: 0` is greedy decoding: its tokens have no sampling distribution, and this session's "
+            "replies are trained on; send a temperature above 0, or leave `temperature` out to sample at the run's "
+            "rollout.temperature (greedy decoding is for evaluation, which agentrl runs greedily)"
+        )
+    return None
 
 
 def unapplied_field(body: dict[str, Any]) -> tuple[str, str] | None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.gateway.recorder import Reply, SessionRecorder
-from agentrl.gateway.validation import read_request
+from agentrl.gateway.request_fields import untrainable_sampling
+from agentrl.gateway.validation import RequestError, read_request
 from agentrl.loops.policy_clients import PolicyClients, client_for, learns
 from agentrl.loops.protocols import Generation, Piece, StreamingTokenGenerator, TokenGenerator, TokenSink
 from agentrl.loops.resume import generate_resuming
@@ -60,6 +61,8 @@ class GatewaySession:
             `honour_request_sampling`).
         limits: the budgets.
         honour_request_sampling: take the agent's own temperature/top_p/seed (evaluation) rather than the run's.
+        trains: its replies are trained on, so an agent's sampling that cannot be trained exactly (greedy) is
+            refused with a 400 rather than recorded; False for evaluation and for serving (`agentrl gateway`).
         resume_aborted: a generation a weight push aborts continues from its exact prefix (partial rollouts).
         id: the unguessable id in the session's URL.
     """
@@ -68,6 +71,7 @@ class GatewaySession:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     limits: SessionLimits = field(default_factory=SessionLimits)
     honour_request_sampling: bool = False
+    trains: bool = True
     resume_aborted: bool = False
     id: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     base_url: str = ""
@@ -92,15 +96,16 @@ class GatewaySession:
         Raises:
             SessionClosed: the session was closed.
             BudgetExceeded: a budget refuses the call (the session then ends with that stop reason).
-            ValueError: the request cannot be read.
+            ValueError: the request cannot be read, or asks for sampling its trained replies cannot have.
         """
         messages, tools = read_request(request)
+        policy = requested_policy(llm, request)
+        self._check_trainable(request, learns(llm, policy))
         async with self.lock:
             self._check_open()
             self._check_turns_and_time()
             prompt = self.recorder.prompt(messages, tools)
             sampling = self._sampling(request, len(prompt))
-            policy = requested_policy(llm, request)
             pieces, finish = await self._generate(client_for(llm, policy), prompt, sampling, on_tokens)
             if self.closed:  # the trajectory was handed over while this call generated: it must not change
                 raise SessionClosed("this session ended while the call was generating; start a new one")
@@ -122,6 +127,13 @@ class GatewaySession:
         """Why the session has nothing to train on, when none of its calls was answered."""
         reason = f": {self.stop_message}" if self.stop_message else ""
         return f"no call was answered ({len(self.recorder.calls)} refused or failed){reason}"
+
+    def _check_trainable(self, request: dict[str, Any], learned: bool) -> None:
+        """Refuse the agent's own sampling when the reply would be trained (`learned`: its policy learns) and
+        could not be trained exactly."""
+        trained = self.honour_request_sampling and self.trains and learned
+        if trained and (problem := untrainable_sampling(request)):
+            raise RequestError(*problem)
 
     def _check_open(self) -> None:
         if self.closed:

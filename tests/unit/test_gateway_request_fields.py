@@ -3,14 +3,20 @@ refused with a 400 naming it, never silently dropped."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
+from agentrl.config import AgentConfig, RolloutConfig
 from agentrl.gateway import Gateway
 from agentrl.gateway.request_fields import HONOURED, IGNORED, REFUSED, fields_tables
+from agentrl.loops.manager import RolloutManager
+from agentrl.loops.policy_clients import PolicyClients
 from agentrl.loops.testing import ScriptedPolicy
+from agentrl.types import Message, Sample, StopReason
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "guides" / "existing-agent.md"
 HI = [{"role": "user", "content": "hi"}]
@@ -24,6 +30,18 @@ NOT_APPLIED = {
     "min_p": 0.1,  # a vLLM extra
     "mirostat_tau": 5.0,  # a field no list names
 }
+
+
+class SamplingPolicy(ScriptedPolicy):
+    """A scripted policy that keeps the sampling settings of each call."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.sampling = []
+
+    async def generate(self, prompt_ids, sampling, session_id=None):
+        self.sampling.append(sampling)
+        return await super().generate(prompt_ids, sampling, session_id)
 
 
 async def post(session, body: dict) -> httpx.Response:
@@ -77,7 +95,6 @@ async def test_a_tool_choice_the_gateway_cannot_force_gets_a_400_naming_it(token
     assert policy.calls == []
 
 
-@pytest.mark.xfail(strict=True, reason="gateway greedy: temperature 0 is accepted, then refused by the training step")
 async def test_a_training_session_refuses_an_agents_greedy_decoding_with_a_400_naming_temperature(tokenizer):
     policy = ScriptedPolicy(tokenizer, ["x"])
     async with Gateway(policy, tokenizer) as gateway:
@@ -87,3 +104,42 @@ async def test_a_training_session_refuses_an_agents_greedy_decoding_with_a_400_n
     assert error["param"] == "temperature" and "greedy" in error["message"]
     assert "temperature above 0" in error["message"]  # says what to send instead
     assert policy.calls == []
+
+
+async def test_an_evaluation_session_and_a_frozen_policy_decode_greedily_when_the_agent_asks(tokenizer):
+    evaluated, frozen = SamplingPolicy(tokenizer, ["x"]), SamplingPolicy(tokenizer, ["y"])
+    async with Gateway(evaluated, tokenizer) as gateway:
+        session = gateway.open_session(honour_request_sampling=True, trains=False)
+        answer = await post(session, {"messages": HI, "temperature": 0})
+    assert answer.status_code == 200 and evaluated.sampling[0].temperature == 0
+    assert session.recorder.steps[0].segments[-1].temperature == 0
+    clients = PolicyClients({"learner": SamplingPolicy(tokenizer, ["z"]), "opponent": frozen}, frozen={"opponent"})
+    async with Gateway(clients, tokenizer) as gateway:
+        answer = await post(
+            gateway.open_session(honour_request_sampling=True), {"messages": HI, "temperature": 0, "model": "opponent"}
+        )
+    assert answer.status_code == 200 and frozen.sampling[0].temperature == 0  # its replies are never trained
+
+
+async def greedy_agent(base_url: str, model: str, sample: Sample, sandbox) -> str:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    reply = await client.chat.completions.create(model=model, messages=HI, temperature=0)
+    return reply.choices[0].message.content or ""
+
+
+@pytest.mark.parametrize("run_temperature", [0.0, 1.0])
+def test_the_openai_agent_loop_takes_an_agents_greedy_decoding_in_evaluation_only(tokenizer, run_temperature):
+    """Held-out evaluation runs the loop at temperature 0; a training rollout samples (greedy runs are refused)."""
+    policy = SamplingPolicy(tokenizer, ["greedy answer"])
+    agent = AgentConfig(
+        name="openai_agent",
+        kwargs={"entry_point": f"{__name__}:greedy_agent", "honour_request_sampling": True},
+    )
+    manager = RolloutManager(policy, tokenizer, agent, RolloutConfig(n=1, temperature=run_temperature))
+    (traj,) = asyncio.run(manager.run([Sample(prompt=[Message(role="user", content="hello")])]))
+    if run_temperature == 0.0:
+        assert traj.stop_reason == StopReason.DONE and traj.metadata["agent_result"] == "greedy answer"
+        assert [s.temperature for s in policy.sampling] == [0.0]
+    else:
+        assert traj.failed and policy.calls == []  # refused at the gateway, never a trainable trajectory
+        assert "`temperature: 0` is greedy decoding" in (traj.error or "")
