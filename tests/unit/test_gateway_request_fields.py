@@ -143,3 +143,30 @@ def test_the_openai_agent_loop_takes_an_agents_greedy_decoding_in_evaluation_onl
     else:
         assert traj.failed and policy.calls == []  # refused at the gateway, never a trainable trajectory
         assert "`temperature: 0` is greedy decoding" in (traj.error or "")
+
+
+TRUNCATING = {"top_p": 0.9, "top_k": 5}
+
+
+@pytest.mark.xfail(strict=True, reason="gateway truncation: top_p < 1 trained unwarned; top_k refused unexplained")
+@pytest.mark.parametrize("field", list(TRUNCATING))
+async def test_a_training_session_refuses_an_agents_truncated_sampling_with_a_400_naming_it(tokenizer, field):
+    policy = ScriptedPolicy(tokenizer, ["x"])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session(honour_request_sampling=True)
+        answer = await post(session, {"messages": HI, field: TRUNCATING[field]})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == field and "truncates the sampling distribution" in error["message"]
+    assert "leave it out" in error["message"] and "trainer.tis_cap" in error["message"]  # the two ways out
+    assert policy.calls == []
+
+
+@pytest.mark.xfail(strict=True, reason="gateway truncation: an agent's top_k is never applied")
+async def test_an_evaluation_session_applies_the_agents_top_p_and_top_k(tokenizer):
+    policy = SamplingPolicy(tokenizer, ["x"])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session(honour_request_sampling=True, trains=False)
+        answer = await post(session, {"messages": HI, **TRUNCATING})
+    assert answer.status_code == 200
+    assert (policy.sampling[0].top_p, policy.sampling[0].top_k) == (0.9, 5)
