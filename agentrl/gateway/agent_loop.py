@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from agentrl.config.policies import policy_config, trainable_policies
+from agentrl.config.schema import AgentRLConfig
 from agentrl.gateway import Gateway, GatewaySession, SessionLimits
 from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext
@@ -51,8 +53,9 @@ class OpenAIAgentOptions(LoopOptions):
     env: dict[str, str] = Field(default_factory=dict, description="extra environment of a command agent")
     honour_request_sampling: bool = Field(
         False,
-        description="take the agent's own temperature/top_p/seed; while training, a request the trainer could not "
-        "train exactly (temperature 0) is refused with a 400",
+        description="take the agent's own temperature/top_p/top_k/seed; while training, a request the trainer "
+        "could not train exactly (temperature 0; top_p < 1 or top_k > 0 without trainer.tis_cap) is refused with "
+        "a 400",
     )
     task_sandbox: Literal["run", "swe_task"] = Field(
         "run",
@@ -189,6 +192,7 @@ class OpenAIAgentLoop(AgentLoopBase):
             # a training run refuses rollout.temperature=0 at start, and held-out evaluation runs the loop greedily:
             # a greedy run's replies are an evaluation's, never trained on
             trains=ctx.sampling.temperature > 0,
+            truncation_corrected=corrects_truncation(self.run_config),
             resume_aborted=ctx.resume_aborted,
         )
         try:
@@ -247,6 +251,14 @@ class OpenAIAgentLoop(AgentLoopBase):
             for c in recorder.calls
         ]
         return traj
+
+
+def corrects_truncation(cfg: AgentRLConfig | None) -> bool:
+    """Whether the trainer corrects truncated sampling (`trainer.tis_cap`) for every policy that learns, so that an
+    agent's `top_p` < 1 or `top_k` > 0 can be trained."""
+    if cfg is None:
+        return False
+    return all(policy_config(cfg, name).trainer.tis_cap is not None for name in trainable_policies(cfg))
 
 
 def sample_from_env() -> dict[str, Any]:

@@ -33,9 +33,14 @@ HONOURED: dict[str, str] = {
     "temperature": "with `honour_request_sampling` (`agentrl gateway` honours it); else the run's "
     "`rollout.temperature`. 0 (greedy) is refused where the replies are trained: greedy tokens have no sampling "
     "distribution to train on (evaluation, which runs greedily, and `agentrl gateway` take it)",
-    "top_p": "with `honour_request_sampling`; else the run's `rollout.top_p`",
+    "top_p": "with `honour_request_sampling`; else the run's `rollout.top_p`. Below 1 it truncates the sampling "
+    "distribution, which the trainer does not: refused where the replies are trained, unless `trainer.tis_cap` "
+    "corrects it (then honoured, with a warning, as the run's own `rollout.top_p` is)",
+    "top_k": "with `honour_request_sampling`; else the run's `rollout.top_k`. Above 0 it truncates: as `top_p`",
     "seed": "with `honour_request_sampling`; else the run's seed per call",
 }
+SAMPLING = ("temperature", "top_p", "top_k", "seed")
+"""The fields that change the sampling when the session honours the agent's own settings."""
 IGNORED: dict[str, str] = {
     "store": "OpenAI's storing of the completion",
     "user": "an end-user id",
@@ -67,7 +72,6 @@ REFUSED: dict[str, Refusal] = {
     "logit_bias": Refusal(f"{_PENALTY}: omit it", _unset({})),
     "min_p": Refusal("it truncates the sampling distribution: omit it (or send 0)", _unset(0, 0.0)),
     "min_tokens": Refusal("it suppresses the end of the reply: omit it (or send 0)", _unset(0)),
-    "top_k": Refusal("the gateway does not apply `top_k`: omit it (or send -1)", _unset(-1, 0)),
     "ignore_eos": Refusal("it suppresses the end of the reply: omit it", _unset(False)),
     "best_of": Refusal("the gateway samples one reply per call: omit it (or send 1)", _unset(1)),
     "use_beam_search": Refusal("beam search is not sampling: omit it", _unset(False)),
@@ -107,15 +111,35 @@ def forced_tool_choice(choice: Any) -> str | None:
     )
 
 
-def untrainable_sampling(body: dict[str, Any]) -> tuple[str, str] | None:
+def untrainable_sampling(body: dict[str, Any], truncation_corrected: bool) -> tuple[str, str] | None:
     """The sampling field of `body` whose replies could not be trained exactly, with what to send instead (for a
-    session that trains and honours the agent's sampling); None when they can be."""
+    session that trains and honours the agent's sampling); None when they can be. `truncation_corrected`: the
+    trainer corrects truncated sampling (`trainer.tis_cap`), so `top_p` < 1 and `top_k` > 0 pass."""
     if body.get("temperature") == 0:
         return "temperature", (
             "`temperature: 0` is greedy decoding: its tokens have no sampling distribution, and this session's "
             "replies are trained on; send a temperature above 0, or leave `temperature` out to sample at the run's "
             "rollout.temperature (greedy decoding is for evaluation, which agentrl runs greedily)"
         )
+    truncating = truncated_field(body)
+    if truncating is None or truncation_corrected:
+        return None
+    name, off = truncating
+    return name, (
+        f"`{name}: {body[name]}` truncates the sampling distribution: the server reports the logprobs of the "
+        "truncated one while the trainer scores the whole policy, so this session's trained replies would be off "
+        f"the policy; leave it out (or send {off}) to sample the whole distribution, or set trainer.tis_cap (e.g. 2) "
+        "to train truncated sampling with a capped importance weight"
+    )
+
+
+def truncated_field(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The field of `body` that truncates the sampling distribution (`top_p` < 1, `top_k` > 0) and the value
+    that turns it off; None when neither does."""
+    if body.get("top_p") is not None and body["top_p"] < 1:
+        return "top_p", "1"
+    if body.get("top_k") is not None and body["top_k"] > 0:
+        return "top_k", "-1"
     return None
 
 

@@ -10,8 +10,8 @@ its step samples alongside) is appended to `trajectories.jsonl` in the run direc
 open one when the gateway stops (Ctrl-C); `agentrl view RUN_DIR` opens them.
 
 Gateway options (not part of the training config): `gateway.host` (127.0.0.1), `gateway.port` (8100). The
-agent's own temperature (greedy included: nothing is trained here), top_p and seed are honoured; `agent.max_turns`,
-`agent.max_total_tokens` and `rollout.max_tokens` bound each session.
+agent's own temperature (greedy included: nothing is trained here), top_p, top_k and seed are honoured;
+`agent.max_turns`, `agent.max_total_tokens` and `rollout.max_tokens` bound each session.
 """
 
 from __future__ import annotations

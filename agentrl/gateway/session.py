@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.gateway.recorder import Reply, SessionRecorder
-from agentrl.gateway.request_fields import untrainable_sampling
+from agentrl.gateway.request_fields import SAMPLING, truncated_field, untrainable_sampling
 from agentrl.gateway.validation import RequestError, read_request
 from agentrl.loops.policy_clients import PolicyClients, client_for, learns
 from agentrl.loops.protocols import Generation, Piece, StreamingTokenGenerator, TokenGenerator, TokenSink
@@ -17,8 +19,7 @@ from agentrl.loops.resume import generate_resuming
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import StopReason
 
-HONOURED_FIELDS = ("temperature", "top_p", "seed")
-"""Request fields that change the sampling when the session honours the agent's own settings."""
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,12 +58,15 @@ class GatewaySession:
     Attributes:
         recorder: its calls and step samples.
         sampling: the run's sampling settings (its `max_tokens` caps each reply, as `limits.max_tokens_per_turn`
-            does; the agent's `max_tokens` and `stop` always apply; `temperature`, `top_p` and `seed` only with
-            `honour_request_sampling`).
+            does; the agent's `max_tokens` and `stop` always apply; `temperature`, `top_p`, `top_k` and `seed` only
+            with `honour_request_sampling`).
         limits: the budgets.
-        honour_request_sampling: take the agent's own temperature/top_p/seed (evaluation) rather than the run's.
-        trains: its replies are trained on, so an agent's sampling that cannot be trained exactly (greedy) is
-            refused with a 400 rather than recorded; False for evaluation and for serving (`agentrl gateway`).
+        honour_request_sampling: take the agent's own temperature/top_p/top_k/seed rather than the run's.
+        trains: its replies are trained on, so an agent's sampling that cannot be trained exactly (greedy, or
+            truncated without `truncation_corrected`) is refused with a 400 rather than recorded; False for
+            evaluation and for serving (`agentrl gateway`).
+        truncation_corrected: the trainer corrects truncated sampling (`trainer.tis_cap`): an agent's `top_p` < 1
+            or `top_k` > 0 is honoured, with a warning, as the run's own `rollout.top_p` is.
         resume_aborted: a generation a weight push aborts continues from its exact prefix (partial rollouts).
         id: the unguessable id in the session's URL.
     """
@@ -72,6 +76,7 @@ class GatewaySession:
     limits: SessionLimits = field(default_factory=SessionLimits)
     honour_request_sampling: bool = False
     trains: bool = True
+    truncation_corrected: bool = False
     resume_aborted: bool = False
     id: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     base_url: str = ""
@@ -131,9 +136,12 @@ class GatewaySession:
     def _check_trainable(self, request: dict[str, Any], learned: bool) -> None:
         """Refuse the agent's own sampling when the reply would be trained (`learned`: its policy learns) and
         could not be trained exactly."""
-        trained = self.honour_request_sampling and self.trains and learned
-        if trained and (problem := untrainable_sampling(request)):
+        if not (self.honour_request_sampling and self.trains and learned):
+            return
+        if problem := untrainable_sampling(request, self.truncation_corrected):
             raise RequestError(*problem)
+        if truncating := truncated_field(request):
+            _warn_truncated(truncating[0])
 
     def _check_open(self) -> None:
         if self.closed:
@@ -162,7 +170,9 @@ class GatewaySession:
         if stop:
             update["stop"] = [stop] if isinstance(stop, str) else list(stop)
         if self.honour_request_sampling:
-            update.update({k: request[k] for k in HONOURED_FIELDS if request.get(k) is not None})
+            update.update({k: request[k] for k in SAMPLING if request.get(k) is not None})
+            if update.get("top_k", 1) <= 0:  # 0 is "off" to some clients; the servers say -1
+                update["top_k"] = -1
         elif self.sampling.seed is not None:
             update["seed"] = self.sampling.seed + len(self.recorder.calls)
         return self.sampling.model_copy(update=update)
@@ -181,6 +191,18 @@ class GatewaySession:
 
         out = await generate_resuming(once, prompt, sampling, self.resume_aborted, self.metrics)
         return out.pieces, out.finish_reason or "stop"
+
+
+@functools.cache
+def _warn_truncated(field: str) -> None:
+    """Once per field and process: the gateway's counterpart of the start-up warning on `rollout.top_p` < 1."""
+    logger.warning(
+        "an agent's `%s` truncates the sampling distribution of trained replies: the servers report logprobs of "
+        "the truncated one and the trainer scores the untruncated policy, so train/rollout_logprob_abs_diff "
+        "measures the gap and trainer.tis_cap corrects it; leaving %s out trains exactly",
+        field,
+        field,
+    )
 
 
 def parses_tool_calls(request: dict[str, Any]) -> bool:

@@ -4,14 +4,17 @@ refused with a 400 naming it, never silently dropped."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from agentrl.config import AgentConfig, RolloutConfig
+import agentrl.gateway.session as session_module
+from agentrl.config import AgentConfig, RolloutConfig, load_config
 from agentrl.gateway import Gateway
+from agentrl.gateway.agent_loop import corrects_truncation
 from agentrl.gateway.request_fields import HONOURED, IGNORED, REFUSED, fields_tables
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.policy_clients import PolicyClients
@@ -148,7 +151,6 @@ def test_the_openai_agent_loop_takes_an_agents_greedy_decoding_in_evaluation_onl
 TRUNCATING = {"top_p": 0.9, "top_k": 5}
 
 
-@pytest.mark.xfail(strict=True, reason="gateway truncation: top_p < 1 trained unwarned; top_k refused unexplained")
 @pytest.mark.parametrize("field", list(TRUNCATING))
 async def test_a_training_session_refuses_an_agents_truncated_sampling_with_a_400_naming_it(tokenizer, field):
     policy = ScriptedPolicy(tokenizer, ["x"])
@@ -162,11 +164,34 @@ async def test_a_training_session_refuses_an_agents_truncated_sampling_with_a_40
     assert policy.calls == []
 
 
-@pytest.mark.xfail(strict=True, reason="gateway truncation: an agent's top_k is never applied")
 async def test_an_evaluation_session_applies_the_agents_top_p_and_top_k(tokenizer):
     policy = SamplingPolicy(tokenizer, ["x"])
     async with Gateway(policy, tokenizer) as gateway:
         session = gateway.open_session(honour_request_sampling=True, trains=False)
         answer = await post(session, {"messages": HI, **TRUNCATING})
-    assert answer.status_code == 200
-    assert (policy.sampling[0].top_p, policy.sampling[0].top_k) == (0.9, 5)
+        off = await post(session, {"messages": HI, "top_k": 0})  # "off" to OpenAI-style clients
+    assert answer.status_code == off.status_code == 200
+    assert [(s.top_p, s.top_k) for s in policy.sampling] == [(0.9, 5), (1.0, -1)]
+
+
+async def test_with_trainer_tis_cap_a_training_session_applies_truncated_sampling_and_warns(tokenizer, caplog):
+    session_module._warn_truncated.cache_clear()  # the warning is once per process
+    policy = SamplingPolicy(tokenizer, ["x"])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session(honour_request_sampling=True, truncation_corrected=True)
+        with caplog.at_level(logging.WARNING, logger="agentrl.gateway.session"):
+            answer = await post(session, {"messages": HI, "top_p": 0.9})
+    assert answer.status_code == 200 and policy.sampling[0].top_p == 0.9
+    (warning,) = caplog.messages
+    assert "`top_p` truncates the sampling distribution" in warning and "trainer.tis_cap corrects it" in warning
+
+
+def test_the_openai_agent_loop_lets_truncated_sampling_through_only_when_every_learner_corrects_it():
+    assert not corrects_truncation(None)
+    assert not corrects_truncation(load_config("quickstart"))
+    assert corrects_truncation(load_config("quickstart", ["trainer.tis_cap=2"]))
+    two = ["policies={a: {trainer: {tis_cap: 2}}, b: {}}"]
+    assert not corrects_truncation(load_config("quickstart", two))
+    assert corrects_truncation(load_config("quickstart", [*two, "trainer.tis_cap=3"]))
+    frozen = ["policies={a: {trainer: {tis_cap: 2}}, b: {trainable: false}}"]
+    assert corrects_truncation(load_config("quickstart", frozen))
