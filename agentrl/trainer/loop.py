@@ -30,12 +30,10 @@ from agentrl.trainer.collapse import ENTROPY_RISE_RATIO, CollapseMonitor
 from agentrl.trainer.collect import BatchCollector, CollectedBatch, empty_count
 from agentrl.trainer.exactness import ExactnessBreachError, exactness_breaches, exactness_problems, truncation_warning
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
-from agentrl.trainer.preflight import untrained_root_warning, validate_run
+from agentrl.trainer.preflight import tis_cap, untrained_root_warning, validate_run
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
 from agentrl.types import Trajectory
-
-ASYNC_TIS_CAP = 2.0
 
 
 def train(cfg: AgentRLConfig, *, checked: bool = False) -> Path:
@@ -55,10 +53,9 @@ def prepare_config(cfg: AgentRLConfig, *, checked: bool = False) -> AgentRLConfi
     for warning in (truncation_warning(cfg), untrained_root_warning(cfg)):
         if warning:
             print(warning, flush=True)
-    t = cfg.trainer
-    if t.mode in ("async", "fully_async") and t.tis_cap is None:  # tokens within the bound are off-policy too
+    if cfg.trainer.tis_cap is None and (cap := tis_cap(cfg.trainer)) is not None:
         cfg = cfg.model_copy(deep=True)
-        cfg.trainer.tis_cap = ASYNC_TIS_CAP
+        cfg.trainer.tis_cap = cap
     return cfg
 
 

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 from agentrl.config.errors import ConfigError
 from agentrl.config.policies import policy_config, trainable_policies
-from agentrl.config.schema import AgentRLConfig
+from agentrl.config.schema import AgentRLConfig, TrainerConfig
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
 from agentrl.loops.preflight import episode_problems, loop_name
 from agentrl.trainer.registry import ADVANTAGES, LOSSES, is_per_turn_advantage
+
+ASYNC_TIS_CAP = 2.0
+"""`trainer.tis_cap` of the async modes when the run sets none: their tokens are off-policy within the bound too."""
+
+
+def tis_cap(t: TrainerConfig) -> float | None:
+    """The cap of the off-policy correction the run trains with: `trainer.tis_cap`, else `ASYNC_TIS_CAP` in `async`
+    and `fully_async` (whose tokens may be up to `max_staleness` versions old), else None (no correction)."""
+    if t.tis_cap is not None:
+        return t.tis_cap
+    return ASYNC_TIS_CAP if t.mode in ("async", "fully_async") else None
 
 
 def validate_run(cfg: AgentRLConfig) -> None:
@@ -63,8 +74,8 @@ def trainer_problems(cfg: AgentRLConfig) -> list[str]:
             f"trainer.overlong_cache_tokens must be in (0, overlong_max_tokens={t.overlong_max_tokens}], "
             f"got {t.overlong_cache_tokens}"
         )
-    corrected = t.tis_cap is not None or (t.mode == "async" and t.stale_samples == "correct")
-    if (t.is_mode != "truncate" or t.is_level != "token") and not corrected:
+    cap = tis_cap(t)
+    if (t.is_mode != "truncate" or t.is_level != "token") and cap is None:
         problems.append(
             f"trainer.is_mode={t.is_mode} / is_level={t.is_level} shape the off-policy correction, which is off: "
             "set trainer.tis_cap=C (e.g. 2.0) to turn it on"
@@ -87,8 +98,8 @@ def trainer_problems(cfg: AgentRLConfig) -> list[str]:
         )
     if cfg.rollout.tree.enabled and t.mode != "sync":
         problems.append(f"rollout.tree trains with trainer.mode=sync for now, not {t.mode}")
-    if t.is_mode == "mask" and t.tis_cap is not None and t.is_mask_low >= t.tis_cap:
-        problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({t.tis_cap})")
+    if t.is_mode == "mask" and cap is not None and t.is_mask_low >= cap:
+        problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({cap})")
     return problems
 
 

@@ -156,24 +156,15 @@ def test_off_policy_correction_settings_need_the_correction_on():
     assert not [p for p in run_problems(load_config(overrides=ok)) if "trainer." in p]
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "async",
-        pytest.param(
-            "fully_async",
-            marks=pytest.mark.xfail(
-                strict=True, reason="fully_async+correct+mask: the correction prepare_config turns on is seen as off"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("mode", ["async", "fully_async"])
 def test_stale_groups_corrected_by_default_accept_the_mask_shape(mode: str) -> None:
     corrected = [f"trainer.mode={mode}", "trainer.stale_samples=correct", "trainer.is_mode=mask"]
     assert not [p for p in run_problems(load_config(overrides=corrected)) if "trainer.is_mode" in p]
-    for off in ("drop", "regenerate"):  # no group is corrected, and no cap is set: the shape shapes nothing
-        uncorrected = [f"trainer.mode={mode}", f"trainer.stale_samples={off}", "trainer.is_mode=mask"]
-        assert any("set trainer.tis_cap=C" in p for p in run_problems(load_config(overrides=uncorrected)))
+    low = run_problems(load_config(overrides=[*corrected, "trainer.is_mask_low=2.5"]))  # against the default cap
+    assert "trainer.is_mask_low (2.5) must be below trainer.tis_cap (2.0)" in low
+    for off in ("drop", "regenerate"):  # the async modes correct the tokens within the bound too
+        bounded = [f"trainer.mode={mode}", f"trainer.stale_samples={off}", "trainer.is_mode=mask"]
+        assert not [p for p in run_problems(load_config(overrides=bounded)) if "trainer.is_mode" in p]
 
 
 def test_gigpo_options_set_for_tree_grpo_are_refused_at_start() -> None:
