@@ -7,6 +7,7 @@ import pytest
 from agentrl.config.loader import load_config
 from agentrl.data import run_samples
 from agentrl.loops.preflight import episode_problems
+from agentrl.rewards.aio import run_sync
 from agentrl.rewards.base import RewardInput
 from agentrl.rewards.reasoning_gym import reasoning_gym_score
 from agentrl.types import Trajectory
@@ -48,7 +49,29 @@ def test_the_reward_is_the_datasets_own_score_of_the_answer():
     entry = sample.extra_info["reasoning_gym_entry"]
     theirs = reasoning_gym.get_score_answer_fn("chain_sum")(answer="12345", entry=entry)
     assert score(sample, "<answer>12345</answer>").score == theirs < 1.0
-    assert score(sample, str(sample.ground_truth)).score == 1.0  # no tags: the whole reply is the answer
+
+
+@pytest.mark.xfail(strict=True, reason="reasoning_gym reward: a reply without <answer> tags is scored as a whole")
+def test_a_reply_without_tags_is_scored_as_the_package_scores_it_unless_the_reward_is_lenient():
+    import reasoning_gym
+    from reasoning_gym.utils import extract_answer
+
+    from agentrl.rewards.registry import build_component
+
+    cfg = load_config("reasoning_gym", ["data.num_train_samples=4"])
+    sample = run_samples(cfg, "train")[0]
+    entry, reply = sample.extra_info["reasoning_gym_entry"], str(sample.ground_truth)  # right, but not in tags
+    theirs = reasoning_gym.get_score_answer_fn("chain_sum")(answer=extract_answer(reply), entry=entry)
+    assert score(sample, reply).score == theirs == 0.0
+    assert score(sample, reply).details["answer"] is None
+    lenient = build_component("reasoning_gym", {"lenient_answer": True}, "reward.components[0]")
+
+    def lenient_score(answer):
+        return run_sync(lenient.ascore(RewardInput(trajectory=Trajectory(), sample=sample, answer=answer))).score
+
+    assert lenient_score(reply) == 1.0  # no tags: the whole reply is the answer
+    tagged = reasoning_gym.get_score_answer_fn("chain_sum")(answer="12345", entry=entry)
+    assert lenient_score(f"{reply} <answer>12345</answer>") == tagged < 1.0  # tags: what they hold, as by default
 
 
 @pytest.mark.parametrize(
