@@ -1,8 +1,9 @@
 """Reward `type: reasoning_gym`: a reply scored by the reasoning-gym dataset's own `score_answer`.
 
-The answer is what the reply puts inside `<answer>` tags (reasoning-gym's own `extract_answer`), else the whole
-reply; the entry is the one the sample was generated from (`extra_info.reasoning_gym_entry`, see
-`agentrl.envs.reasoning_gym`).
+The answer is what the reply puts inside `<answer>` tags, read by reasoning-gym's own `extract_answer`; a reply
+without them has no answer, which the dataset scores as it does (0), as the package's own evaluation does. With
+`lenient_answer: true` such a reply is taken whole as the answer instead. The entry is the one the sample was
+generated from (`extra_info.reasoning_gym_entry`, see `agentrl.envs.reasoning_gym`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,14 @@ from agentrl.registry import import_package
 from agentrl.rewards.base import RewardInput, RewardResult
 
 
-def reasoning_gym_score(inp: RewardInput) -> RewardResult:
-    """The dataset's score (0..1) of the reply's answer."""
+def reasoning_gym_score(inp: RewardInput, lenient_answer: bool = False) -> RewardResult:
+    """The dataset's score (0..1) of the reply's answer.
+
+    Args:
+        inp: the trajectory and the reasoning-gym sample it answered.
+        lenient_answer: score a reply without `<answer>` tags as a whole answer (by default it has none, as
+            reasoning-gym reads it).
+    """
     reasoning_gym = import_package("reasoning_gym", "reasoning-gym", "reward type reasoning_gym")
     from reasoning_gym.utils import extract_answer
 
@@ -24,7 +31,8 @@ def reasoning_gym_score(inp: RewardInput) -> RewardResult:
             "dataset's entry); this sample has none"
         )
     answer = extract_answer(inp.answer)
-    answer = answer if answer is not None else inp.answer.strip()
+    if answer is None and lenient_answer:
+        answer = inp.answer.strip()
     score_answer = reasoning_gym.get_score_answer_fn(entry["metadata"]["source_dataset"])
     score = float(score_answer(answer=answer, entry=entry))
     return RewardResult(score, {"answer": answer, "expected": entry.get("answer")})

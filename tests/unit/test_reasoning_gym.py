@@ -51,7 +51,6 @@ def test_the_reward_is_the_datasets_own_score_of_the_answer():
     assert score(sample, "<answer>12345</answer>").score == theirs < 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="reasoning_gym reward: a reply without <answer> tags is scored as a whole")
 def test_a_reply_without_tags_is_scored_as_the_package_scores_it_unless_the_reward_is_lenient():
     import reasoning_gym
     from reasoning_gym.utils import extract_answer
