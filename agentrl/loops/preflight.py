@@ -1,11 +1,11 @@
 """`validate_episodes`: everything an episode needs, resolved before any model, server, container or Ray worker.
 
 Asks each component about its own settings: the loop (`agent.name`, its `agent.kwargs`, tools for a tool-calling
-loop, `agent.tool_parser`), the tools (`tools[].class`), the rewards (each component's `type` and options), the
-environment (`env.id` / `entry_point` / `adapter`), the rollout servers (settings that contradict each other, a
-backend not installed) and the data (every file exists, its first row parses and names a known loop). `agentrl
-rollout`, `agentrl eval` and the gateway run it; training adds the trainer's own checks
-(`agentrl.trainer.preflight.validate_run`). Every problem is listed at once, each with its fix.
+loop, `agent.tool_parser`), the tools (`tools[].class`), the rewards (each component's `type` and options, and that
+they fit the samples: `agentrl.rewards.fit`), the environment (`env.id` / `entry_point` / `adapter`), the rollout
+servers (settings that contradict each other, a backend not installed) and the data (every file exists, its first
+row parses and names a known loop). `agentrl rollout`, `agentrl eval` and the gateway run it; training adds the
+trainer's own checks (`agentrl.trainer.preflight.validate_run`). Every problem is listed at once, each with its fix.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from agentrl.data import env_rows_loop, first_row_problem
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
 from agentrl.loops.stepped import SteppedLoop
+from agentrl.rewards.fit import reward_fit_problems
 from agentrl.rewards.pipeline import reward_problems
 from agentrl.rollout.checks import rollout_problems
 from agentrl.tools.parsers.registry import PARSERS
@@ -42,6 +43,7 @@ def episode_problems(cfg: AgentRLConfig) -> list[str]:
         *tool_problems(cfg.tools),
         *reward_problems(cfg.reward),
         *_policy_reward_problems(cfg),
+        *reward_fit_problems(cfg),
         *_env_problems(cfg),
         *data_problems(cfg),
         *tree_problems(cfg),

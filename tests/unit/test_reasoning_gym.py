@@ -129,7 +129,6 @@ def test_another_dataset_s_examples_are_answered_plainly():
     assert reply.startswith("<answer>") and reply.endswith("</answer>")
 
 
-@pytest.mark.xfail(strict=True, reason="data.reasoning_gym without the reasoning_gym reward: refused only by its 0s")
 @pytest.mark.parametrize("reward", ["[]", "[{name: exact, type: exact_match}]"])
 def test_a_dataset_without_its_reward_is_refused_at_start(reward):
     cfg = load_config("reasoning_gym", [f"reward.components={reward}"])
@@ -139,7 +138,6 @@ def test_a_dataset_without_its_reward_is_refused_at_start(reward):
     assert not episode_problems(load_config("reasoning_gym", [f"reward.components={by_path}"]))
 
 
-@pytest.mark.xfail(strict=True, reason="the reasoning_gym reward on samples of another kind: refused only by its 0s")
 def test_the_reward_on_samples_that_are_no_reasoning_gym_samples_is_refused_at_start():
     cfg = load_config("gym", ["reward.components=[{name: score, type: reasoning_gym}]"])
     (problem,) = [p for p in episode_problems(cfg) if "reasoning_gym" in p]
