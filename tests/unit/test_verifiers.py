@@ -26,6 +26,7 @@ from verifiers.types import Response, ResponseMessage  # noqa: E402
 from verifiers.types import ToolCall as VfToolCall  # noqa: E402
 
 from agentrl.envs.verifiers import load_environment, split_samples  # noqa: E402
+from agentrl.loops.verifiers import VerifiersLoop  # noqa: E402
 
 ENV_FILE = str(Path(__file__).parents[1] / "verifiers_envs.py")
 
@@ -101,6 +102,20 @@ def test_bad_environments_are_refused_at_start():
     args = [f"agent.kwargs.env_id={ENV_FILE}", "agent.kwargs.env_args.kind=nope"]
     (bad_args,) = run_problems(load_config("quickstart", ["agent.name=verifiers", *args]))
     assert "loading verifiers environment" in bad_args and "unknown kind 'nope'" in bad_args
+
+
+class RenamedVerifiersLoop(VerifiersLoop):
+    """The verifiers loop under another name (a dotted path): its reward is still the environment's rubric."""
+
+
+@pytest.mark.xfail(strict=True, reason="reward.components on a verifiers run silently replace the env's rubric")
+@pytest.mark.parametrize("loop", ["verifiers", f"{__name__}:RenamedVerifiersLoop"])
+def test_reward_components_that_would_replace_the_rubric_are_refused_at_start(loop):
+    args = [f"agent.name={loop}", f"agent.kwargs.env_id={ENV_FILE}", "agent.kwargs.env_args.kind=single"]
+    (problem,) = [p for p in run_problems(load_config("quickstart", args)) if "rubric" in p]  # quickstart's rewards
+    assert problem.startswith(f"reward.components: agent.name={loop} is rewarded by the verifiers environment's rubric")
+    assert "remove reward.components" in problem
+    assert not run_problems(load_config("quickstart", [*args, "reward.components=[]"]))
 
 
 class ReplayClient(Client):
