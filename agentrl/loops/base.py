@@ -55,6 +55,10 @@ class AgentLoopBase(ABC):
     """The roles of the episode that generate (`agent.roles` maps each to a policy); empty: one agent."""
     records_turns: bool = False
     """Whether the loop sets `Trajectory.turn_rewards` and `turn_states` (per-turn estimators need them)."""
+    own_reward: ClassVar[str | None] = None
+    """What rewards the loop's episodes when that is the environment's own scorer, in words (the verifiers loop:
+    "the verifiers environment's rubric"): reward components, which would replace it, are then refused at start.
+    None: the run's reward components score the episodes."""
     run_config: AgentRLConfig | None = None
     """The whole run's config when run by `agentrl rollout/train/eval` (None in bare use)."""
 

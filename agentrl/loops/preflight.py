@@ -17,7 +17,7 @@ from agentrl.data import env_rows_loop, first_row_problem
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
 from agentrl.loops.stepped import SteppedLoop
-from agentrl.rewards.fit import reward_fit_problems
+from agentrl.rewards.fit import own_reward_problems, reward_fit_problems
 from agentrl.rewards.pipeline import reward_problems
 from agentrl.rollout.checks import rollout_problems
 from agentrl.tools.parsers.registry import PARSERS
@@ -104,6 +104,7 @@ def agent_problems(cfg: AgentRLConfig) -> list[str]:
     else:
         problems += loop.option_problems(cfg.agent.kwargs)
         problems += role_problems(cfg, name, loop.roles)
+        problems += own_reward_problems(cfg, f"{key}={name}", loop.own_reward)
         if loop.uses_tools and not cfg.tools:
             problems.append(
                 f"agent.name={name} calls tools, but `tools:` is empty; add some, e.g. tools='[{{class: bash}}]'"

@@ -43,6 +43,7 @@ class VerifiersLoop(AgentLoopBase):
 
     Options = VerifiersOptions
     roles = ("agent",)
+    own_reward = "the verifiers environment's rubric"
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: VerifiersOptions = self.options

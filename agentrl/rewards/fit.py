@@ -1,10 +1,15 @@
-"""Reward sections that do not fit the run's samples, found from the config at start (`reward_fit_problems`).
+"""Reward sections that do not fit the run's samples (`reward_fit_problems`) or its loop (`own_reward_problems`),
+found from the config at start.
 
 A reasoning-gym dataset (`data.reasoning_gym`) is scored by the package's own `score_answer`, through reward type
 `reasoning_gym`; that reward needs the dataset's entry, which only those samples carry. Either without the other
 would score every reply by rules the run did not mean, or 0: refused at start. Where the samples come from data
 files, which may hold such entries, the reward scores what it can, and a sample without an entry is a reward failure
 recorded on its trajectory (`reward_details`).
+
+A loop whose reward is its environment's own scorer (the verifiers loop: the environment's rubric, as verifiers
+scores a rollout) declares it (`AgentLoopBase.own_reward`); reward components would replace that reward, since the
+pipeline's sum takes the place of the loop's, so they are refused and the message says to change the scorer itself.
 """
 
 from __future__ import annotations
@@ -37,6 +42,22 @@ def reward_fit_problems(cfg: AgentRLConfig) -> list[str]:
     return problems
 
 
+def own_reward_problems(cfg: AgentRLConfig, loop: str, own_reward: str | None) -> list[str]:
+    """Reward sections that would replace the reward a loop takes from its environment's own scorer (`own_reward`,
+    declared by the loop class; `loop` says how the config names the loop): that scorer is the environment's
+    reward, so they are refused rather than silently put in its place."""
+    if own_reward is None:
+        return []
+    sections = ["reward.components"] if cfg.reward.components else []
+    sections += ["reward.function"] if cfg.reward.function else []
+    sections += [f"policies.{name}.reward" for name, p in cfg.policies.items() if p.reward is not None]
+    return [
+        f"{where}: {loop} is rewarded by {own_reward}, the environment's own reward; {where} would replace that "
+        f"reward, not add to it: remove {where}, and change the reward in {own_reward}"
+        for where in sections
+    ]
+
+
 def reward_entries(cfg: AgentRLConfig) -> list[tuple[str, dict[str, Any]]]:
     """Every reward component of the run, each with where the config declares it."""
     sections = [("reward", cfg.reward)]
@@ -63,4 +84,4 @@ def _is_reasoning_gym(entry: Any) -> bool:
         return False
 
 
-__all__ = ["reward_entries", "reward_fit_problems"]
+__all__ = ["own_reward_problems", "reward_entries", "reward_fit_problems"]

@@ -97,10 +97,11 @@ def test_the_turn_budget_ends_the_rollout_scored_with_its_stop_reason(tokenizer)
 
 
 def test_bad_environments_are_refused_at_start():
-    (missing,) = run_problems(load_config("quickstart", ["agent.name=verifiers", "agent.kwargs.env_id=no-such-env"]))
+    verifiers = ["agent.name=verifiers", "reward.components=[]"]  # the environment's rubric is the reward
+    (missing,) = run_problems(load_config("quickstart", [*verifiers, "agent.kwargs.env_id=no-such-env"]))
     assert "verifiers cannot load 'no-such-env'" in missing and "installed verifiers environments:" in missing
     args = [f"agent.kwargs.env_id={ENV_FILE}", "agent.kwargs.env_args.kind=nope"]
-    (bad_args,) = run_problems(load_config("quickstart", ["agent.name=verifiers", *args]))
+    (bad_args,) = run_problems(load_config("quickstart", [*verifiers, *args]))
     assert "loading verifiers environment" in bad_args and "unknown kind 'nope'" in bad_args
 
 
@@ -108,7 +109,6 @@ class RenamedVerifiersLoop(VerifiersLoop):
     """The verifiers loop under another name (a dotted path): its reward is still the environment's rubric."""
 
 
-@pytest.mark.xfail(strict=True, reason="reward.components on a verifiers run silently replace the env's rubric")
 @pytest.mark.parametrize("loop", ["verifiers", f"{__name__}:RenamedVerifiersLoop"])
 def test_reward_components_that_would_replace_the_rubric_are_refused_at_start(loop):
     args = [f"agent.name={loop}", f"agent.kwargs.env_id={ENV_FILE}", "agent.kwargs.env_args.kind=single"]
