@@ -28,7 +28,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from agentrl.config import load_config
-    from agentrl.config.environment_form import environment_form
+    from agentrl.loops.hooks import environment_form
 
     cfg = load_config(overrides=args.overrides)  # shows the config; `train` and `rollout` check the names
     print(f"# environment: {environment_form(cfg)}")

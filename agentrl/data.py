@@ -75,15 +75,18 @@ def load_datasets(paths: list[str], harbor_reader: str = "auto") -> list[Sample]
     return [s for p in paths for s in load_samples(p, harbor_reader)]
 
 
-def run_samples(cfg: Any, split: str) -> list[Sample]:
+def run_samples(
+    cfg: Any, split: str, loop_samples: Callable[[Any, str], list[Sample] | None] | None = None
+) -> list[Sample]:
     """The samples of a run's `train` or `eval` split (`data.train_files` / `data.eval_files`).
 
     With an environment configured (`env.id` or `env.entry_point`) and no files for the split, the samples are
     generated from seeds (`env.num_train_seeds` training seeds, `env.num_eval_seeds` disjoint held-out seeds),
     played by `agent.name` unless that is the default `single_turn`, in which case by the `gym` loop.
 
-    With `agent.name=verifiers` and no files, the samples are the verifiers environment's dataset (or eval
-    dataset); with `data.reasoning_gym`, that dataset's generated questions.
+    With no files for the split: with `data.reasoning_gym`, that dataset's generated questions; else the loop's own
+    samples when `loop_samples` (the run's loop's `AgentLoopBase.samples`, passed by `agentrl.loops.hooks`) gives
+    some, e.g. a verifiers environment's dataset (or eval dataset).
 
     Returns an empty list for an eval split without data; raises `DatasetError` for a train split without data.
     """
@@ -94,10 +97,8 @@ def run_samples(cfg: Any, split: str) -> list[Sample]:
         from agentrl.envs.reasoning_gym import split_samples
 
         return split_samples(cfg.data, split, cfg.seed)
-    if not files and cfg.agent.name == "verifiers" and cfg.agent.kwargs.get("env_id"):
-        from agentrl.envs.verifiers import split_samples as verifiers_samples
-
-        return verifiers_samples(cfg, split)
+    if not files and loop_samples is not None and (own := loop_samples(cfg, split)) is not None:
+        return own
     if not files and cfg.env.enabled:
         from agentrl.envs.dataset import seed_samples
 

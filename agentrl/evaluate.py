@@ -31,8 +31,8 @@ from typing import Any
 
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig, TreeConfig
-from agentrl.data import run_samples
 from agentrl.errors import UserError
+from agentrl.loops.hooks import run_samples
 from agentrl.loops.preflight import validate_episodes
 from agentrl.types import Message, Trajectory
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from agentrl.config.run_dir import output_dir
 from agentrl.config.schema import AgentRLConfig
-from agentrl.data import run_samples
 from agentrl.errors import UserError
+from agentrl.loops.hooks import run_samples
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.policy_rewards import reward_pipeline
 from agentrl.types import Sample, Trajectory

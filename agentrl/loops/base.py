@@ -12,6 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agentrl.config.environment_form import environment_form as config_environment_form
 from agentrl.config.schema import AgentConfig, AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.loops.context import AgentContext
@@ -46,6 +47,10 @@ class AgentLoopBase(ABC):
     A loop with options declares them as a `LoopOptions` subclass in `Options`; they are checked against
     `agent.kwargs` before the run starts (every problem listed), and the loop reads them as `self.options`.
     Without `Options`, `self.kwargs` is the raw `agent.kwargs` dict, unchecked.
+
+    What else a loop brings is asked of its class, never of its name, so a subclass registered under another name
+    keeps it: its own dataset (`samples`), its start-up checks (`problems`) and the environment it reads, in words
+    (`environment_form`).
     """
 
     Options: ClassVar[type[BaseModel] | None] = None
@@ -75,6 +80,24 @@ class AgentLoopBase(ABC):
         """The policy that plays `role` (`agent.roles`; None: the run's first policy). Pass it on as
         `ctx.generate(policy=...)`."""
         return self.config.roles.get(role)
+
+    @classmethod
+    def samples(cls, cfg: AgentRLConfig, split: str) -> list[Sample] | None:
+        """The loop's own `train` or `eval` samples, asked for a split the run gives no data files for (the
+        verifiers loop: its environment's dataset). None (the default): the run's data as configured."""
+        return None
+
+    @classmethod
+    def problems(cls, cfg: AgentRLConfig) -> list[str]:
+        """What stops the run's episodes that only the loop knows, each with its fix (an environment that does not
+        load, say), checked at start after `agent.kwargs` against `Options`. Empty (the default): nothing."""
+        return []
+
+    @classmethod
+    def environment_form(cls, cfg: AgentRLConfig) -> str:
+        """The environment the run reads, in words, with the keys that name it (`agentrl config show` prints it
+        first). The default describes the run's data, reasoning-gym dataset or Gymnasium environment."""
+        return config_environment_form(cfg)
 
     @classmethod
     def option_problems(cls, kwargs: dict[str, Any]) -> list[str]:

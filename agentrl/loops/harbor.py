@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agentrl.config.schema import AgentConfig, SandboxConfig
+from agentrl.config.schema import AgentConfig, AgentRLConfig, SandboxConfig
 from agentrl.harbor.container import open_task_container_shielded, resolve_env, run_script
 from agentrl.harbor.limits import TaskLimits, task_limits
 from agentrl.harbor.task import HarborTask, HarborTaskError
@@ -77,6 +77,11 @@ class HarborAgentLoop(SteppedLoop):
     def __init__(self, config: AgentConfig | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
         self.parser = get_parser(self.config.tool_parser)
+
+    @classmethod
+    def environment_form(cls, cfg: AgentRLConfig) -> str:
+        reader = cfg.data.harbor_reader
+        return f"Harbor task folders {cfg.data.train_files} (data.train_files), read by {reader!r} (data.harbor_reader)"
 
     async def begin(self, sample: Sample, ctx: AgentContext) -> HarborState:
         task = HarborTask.from_sample(sample)

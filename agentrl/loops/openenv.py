@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from agentrl.config.schema import AgentRLConfig
 from agentrl.envs.openenv import import_openenv, openenv_problems, server_url
 from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext
@@ -47,6 +48,12 @@ class OpenEnvLoop(AgentLoopBase):
 
     Options = OpenEnvOptions
     roles = ("agent",)
+
+    @classmethod
+    def environment_form(cls, cfg: AgentRLConfig) -> str:
+        kwargs = cfg.agent.kwargs
+        where = kwargs.get("env_dir") or kwargs.get("app") or kwargs.get("base_url")
+        return f"OpenEnv environment {where!r} (agent.kwargs)"
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: OpenEnvOptions = self.options

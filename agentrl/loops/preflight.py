@@ -1,11 +1,11 @@
 """`validate_episodes`: everything an episode needs, resolved before any model, server, container or Ray worker.
 
 Asks each component about its own settings: the loop (`agent.name`, its `agent.kwargs`, tools for a tool-calling
-loop, `agent.tool_parser`), the tools (`tools[].class`), the rewards (each component's `type` and options, and that
-they fit the samples: `agentrl.rewards.fit`), the environment (`env.id` / `entry_point` / `adapter`), the rollout
-servers (settings that contradict each other, a backend not installed) and the data (every file exists, its first
-row parses and names a known loop). `agentrl rollout`, `agentrl eval` and the gateway run it; training adds the
-trainer's own checks (`agentrl.trainer.preflight.validate_run`). Every problem is listed at once, each with its fix.
+loop, the loop class's own checks, `agent.tool_parser`), the tools (`tools[].class`), the rewards (each component's
+`type` and options, and that they fit the samples: `agentrl.rewards.fit`), the environment (`env.id` / `entry_point` / `adapter`), the rollout servers (settings that
+contradict each other, a backend not installed) and the data (every file exists, its first row parses and names a
+known loop). `agentrl rollout`, `agentrl eval` and the gateway run it; training adds the trainer's own checks
+(`agentrl.trainer.preflight.validate_run`). Every problem is listed at once, each with its fix.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 from agentrl.config.errors import ConfigError
 from agentrl.config.policies import policy_config
 from agentrl.config.schema import AgentRLConfig
-from agentrl.data import env_rows_loop, first_row_problem
+from agentrl.data import first_row_problem
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
+from agentrl.loops.hooks import loop_name
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.rewards.fit import own_reward_problems, reward_fit_problems
 from agentrl.rewards.pipeline import reward_problems
@@ -85,15 +86,9 @@ def _env_problems(cfg: AgentRLConfig) -> list[str]:
     return env_problems(cfg.env)
 
 
-def loop_name(cfg: AgentRLConfig) -> str:
-    """The loop the run's training rows play: `agent.name`, or the one named on rows generated from env seeds."""
-    seeded = cfg.env.enabled and not cfg.data.train_files
-    return cfg.data.agent_name or (env_rows_loop(cfg) if seeded else None) or cfg.agent.name
-
-
 def agent_problems(cfg: AgentRLConfig) -> list[str]:
     """The loop exists (importing a built-in may need an optional package), takes its `agent.kwargs`, has tools
-    when it calls them; `agent.tool_parser` exists."""
+    when it calls them, and passes its own checks (`AgentLoopBase.problems`); `agent.tool_parser` exists."""
     problems = []
     name = loop_name(cfg)
     key = "data.agent_name" if cfg.data.agent_name else "agent.name"
@@ -103,6 +98,7 @@ def agent_problems(cfg: AgentRLConfig) -> list[str]:
         problems.append(f"{key}: {exc}")
     else:
         problems += loop.option_problems(cfg.agent.kwargs)
+        problems += loop.problems(cfg)
         problems += role_problems(cfg, name, loop.roles)
         problems += own_reward_problems(cfg, f"{key}={name}", loop.own_reward)
         if loop.uses_tools and not cfg.tools:
@@ -164,10 +160,6 @@ def data_problems(cfg: AgentRLConfig) -> list[str]:
             cfg.data.reasoning_gym_prompt,
             cfg.data.reasoning_gym_shot_reply,
         )
-    if cfg.agent.name == "verifiers" and isinstance(env_id := cfg.agent.kwargs.get("env_id"), str):
-        from agentrl.envs.verifiers import environment_problems
-
-        problems += environment_problems(env_id, dict(cfg.agent.kwargs.get("env_args") or {}))
     for key in ("train_files", "eval_files"):
         for i, path in enumerate(getattr(cfg.data, key)):
             if problem := first_row_problem(path, LOOPS.problem, cfg.data.harbor_reader):

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from agentrl.config.schema import AgentRLConfig
 from agentrl.loops.base import LoopOptions
 from agentrl.loops.context import AgentContext
 from agentrl.loops.stepped import SteppedLoop
@@ -60,6 +61,10 @@ class TextArenaLoop(SteppedLoop):
 
     Options = TextArenaOptions
     roles = ("player", "opponent")
+
+    @classmethod
+    def environment_form(cls, cfg: AgentRLConfig) -> str:
+        return f"TextArena game {cfg.agent.kwargs.get('env_id')!r} (agent.kwargs.env_id)"
 
     async def begin(self, sample: Sample, ctx: AgentContext) -> GameState:
         options: TextArenaOptions = self.options

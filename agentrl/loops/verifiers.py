@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import Field
 
-from agentrl.envs.verifiers import import_verifiers, load_environment
+from agentrl.config.schema import AgentRLConfig
+from agentrl.envs.verifiers import environment_problems, import_verifiers, load_environment, split_samples
 from agentrl.errors import UserError
 from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.context import AgentContext
@@ -44,6 +45,23 @@ class VerifiersLoop(AgentLoopBase):
     Options = VerifiersOptions
     roles = ("agent",)
     own_reward = "the verifiers environment's rubric"
+
+    @classmethod
+    def samples(cls, cfg: AgentRLConfig, split: str) -> list[Sample] | None:
+        """The environment's dataset (`train`) or eval dataset (`eval`), for a split without data files."""
+        return split_samples(cfg, split) if cfg.agent.kwargs.get("env_id") else None
+
+    @classmethod
+    def problems(cls, cfg: AgentRLConfig) -> list[str]:
+        """The environment loads with its `env_args` and is a verifiers Environment."""
+        env_id = cfg.agent.kwargs.get("env_id")
+        if not isinstance(env_id, str):
+            return []  # reported against `Options`
+        return environment_problems(env_id, dict(cfg.agent.kwargs.get("env_args") or {}))
+
+    @classmethod
+    def environment_form(cls, cfg: AgentRLConfig) -> str:
+        return f"verifiers environment {cfg.agent.kwargs.get('env_id')!r} (agent.kwargs.env_id)"
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: VerifiersOptions = self.options

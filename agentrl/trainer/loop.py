@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl.config.loader import ConfigError
 from agentrl.config.schema import AgentRLConfig, TreeConfig
-from agentrl.data import run_samples
 from agentrl.errors import InfrastructureError, TooManyFailuresError
+from agentrl.loops.hooks import run_samples
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.policy_rewards import reward_pipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint

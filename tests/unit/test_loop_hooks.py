@@ -32,7 +32,6 @@ class RenamedTextArenaLoop(TextArenaLoop):
     """The TextArena loop under a name of its own."""
 
 
-@pytest.mark.xfail(strict=True, reason="loop hooks: the verifiers dataset is chosen by agent.name == 'verifiers'")
 def test_a_renamed_verifiers_loop_keeps_the_environment_s_dataset():
     cfg = load_config(overrides=["agent.name=renamed_verifiers", f"agent.kwargs.env_id={ENV_FILE}"])
     samples = rollout_samples(cfg)  # no data files: the environment's eval dataset
@@ -40,14 +39,12 @@ def test_a_renamed_verifiers_loop_keeps_the_environment_s_dataset():
     assert all(s.data_source == f"verifiers/{ENV_FILE}" for s in samples)
 
 
-@pytest.mark.xfail(strict=True, reason="loop hooks: the verifiers start-up check runs for agent.name == 'verifiers'")
 def test_a_renamed_verifiers_loop_keeps_its_start_up_checks():
     cfg = load_config("quickstart", ["agent.name=renamed_verifiers", "agent.kwargs.env_id=no-such-env"])
     (missing,) = run_problems(cfg)
     assert "verifiers cannot load 'no-such-env'" in missing
 
 
-@pytest.mark.xfail(strict=True, reason="loop hooks: `config show` names the environment by agent.name")
 def test_a_renamed_textarena_loop_is_shown_as_a_textarena_game(capsys):
     assert main(["config", "show", "agent.name=renamed_textarena", "agent.kwargs.env_id=Wordle-v0"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
