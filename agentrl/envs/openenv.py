@@ -9,13 +9,16 @@ to name one, `agent.kwargs`:
 - `app: my_pkg.server:app`: an installed app, served the same way;
 - `base_url: http://host:port`: a server already running (a container, a Hugging Face Space).
 
-A server agentrl starts is started once per process, on the first episode, and stopped when the process exits.
+A server agentrl starts is started once per process, on the first episode, and stopped when the process exits. It
+starts in a thread of its own: while it comes up (up to 60 s), the event loop's other episodes go on, and the
+episodes that ask for it meanwhile wait for that one start.
 (Starting the environment's Docker image, as openenv's `from_docker_image` does, is not offered: this machine
 cannot pull or build the images OpenEnv environments ship.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import socket
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,7 @@ import yaml
 from agentrl.errors import UserError
 from agentrl.registry import import_package
 
-_STARTED: dict[str, OpenEnvServer] = {}
+_STARTS: dict[str, Future[OpenEnvServer]] = {}
 _LOCK = threading.Lock()
 
 
@@ -51,6 +55,11 @@ class OpenEnvServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
+        """Start the server and wait until it is healthy (blocking: `server_url` runs it in a thread).
+
+        Raises:
+            UserError: the server exited, or was not healthy within `start_timeout_s` (the end of its log named).
+        """
         command = [sys.executable, "-m", "uvicorn", self.app, "--host", "127.0.0.1", "--port", str(self.port)]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(command, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT)
@@ -81,19 +90,40 @@ class OpenEnvServer:
         return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else "(no log)"
 
 
-def server_url(env_dir: str | None, app: str | None, base_url: str | None) -> str:
-    """The URL of the environment's server, starting it on the first call for `env_dir` or `app`."""
+async def server_url(env_dir: str | None, app: str | None, base_url: str | None) -> str:
+    """The URL of the environment's server, starting it on the first call for `env_dir` or `app` without blocking
+    the event loop (a start that failed is tried again by the next call).
+
+    Raises:
+        UserError: the server could not be started (see `OpenEnvServer.start`).
+    """
     if base_url:
         return base_url.rstrip("/")
     app_path, cwd = app_of(env_dir, app)
-    key = f"{cwd}:{app_path}"
+    server = await asyncio.wrap_future(_start_once(f"{cwd}:{app_path}", app_path, cwd))
+    return server.url
+
+
+def _start_once(key: str, app: str, cwd: Path | None) -> Future[OpenEnvServer]:
+    """The one start of the server for `key`: begun in a thread on the first call, shared by the calls after."""
     with _LOCK:
-        if key not in _STARTED:
-            server = OpenEnvServer(app_path, cwd)
-            server.start()
-            atexit.register(server.stop)
-            _STARTED[key] = server
-        return _STARTED[key].url
+        start = _STARTS.get(key)
+        if start is None or (start.done() and start.exception() is not None):
+            start = _STARTS[key] = Future()
+            start.set_running_or_notify_cancel()  # an episode cancelled while it waits leaves the start to the others
+            threading.Thread(target=_start, args=(start, app, cwd), name=f"openenv-{app}", daemon=True).start()
+        return start
+
+
+def _start(done: Future[OpenEnvServer], app: str, cwd: Path | None) -> None:
+    server = OpenEnvServer(app, cwd)
+    atexit.register(server.stop)
+    try:
+        server.start()
+    except BaseException as exc:  # passed on to every episode that waits for this start
+        done.set_exception(exc)
+    else:
+        done.set_result(server)
 
 
 def app_of(env_dir: str | None, app: str | None) -> tuple[str, Path | None]:

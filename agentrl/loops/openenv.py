@@ -57,7 +57,7 @@ class OpenEnvLoop(AgentLoopBase):
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: OpenEnvOptions = self.options
-        url = server_url(options.env_dir, options.app, options.base_url)
+        url = await server_url(options.env_dir, options.app, options.base_url)
         client = import_openenv().GenericEnvClient(base_url=url)
         rewards: list[float] = []
         ctx.trajectory.metadata["openenv"] = {"rewards": rewards}

@@ -72,7 +72,6 @@ class QuickDeadlineServer(agentrl.envs.openenv.OpenEnvServer):
         super().__init__(app, cwd, start_timeout_s)
 
 
-@pytest.mark.xfail(strict=True, reason="openenv start: the server is polled with time.sleep inside the event loop")
 def test_other_episodes_go_on_while_the_server_starts(tokenizer, tmp_path, monkeypatch):
     (tmp_path / "never_healthy.py").write_text("import time\n\ntime.sleep(60)  # never serves\n")
     monkeypatch.setattr(agentrl.envs.openenv, "OpenEnvServer", QuickDeadlineServer)
