@@ -31,8 +31,8 @@ class TrainerConfig(_Section):
     tis_cap: float | None = Field(
         None,
         gt=0,
-        description="truncated importance sampling cap on π_trainer/π_rollout; None: 2.0 in async and fully_async (their "
-        "tokens are off-policy within the bound too), no correction in sync",
+        description="truncated importance sampling cap on π_trainer/π_rollout; None: 2.0 in async and fully_async "
+        "(their tokens are off-policy within the bound too), no correction in sync",
     )
     is_level: Literal["token", "sequence", "geometric"] = Field(
         "token",

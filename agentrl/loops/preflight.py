@@ -2,11 +2,11 @@
 
 Asks each component about its own settings: the loop (`agent.name`, its `agent.kwargs`, tools for a tool-calling
 loop, the loop class's own checks, `agent.tool_parser`), the tools (`tools[].class`), the rewards (each component's
-`type` and options, and that they fit the samples: `agentrl.rewards.fit`), the environment (`env.id` / `entry_point` / `adapter`), the rollout servers (settings that
-contradict each other, a backend not installed) and the data (every file exists, its first row parses and names a
-known loop). `agentrl rollout`, `agentrl eval` and the gateway run it; training adds the trainer's own checks
-(`agentrl.trainer.preflight.validate_run`). Every problem is listed at once, each with its fix.
-"""
+`type` and options, and that they fit the samples: `agentrl.rewards.fit`), the environment (`env.id` /
+`entry_point` / `adapter`), the rollout servers (settings that contradict each other, a backend not installed) and
+the data (every file exists, its first row parses and names a known loop). `agentrl rollout`, `agentrl eval` and
+the gateway run it; training adds the trainer's own checks (`agentrl.trainer.preflight.validate_run`). Every
+problem is listed at once, each with its fix."""
 
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ def test_a_renamed_verifiers_loop_keeps_the_environment_s_dataset():
 
 
 def test_a_renamed_verifiers_loop_keeps_its_start_up_checks():
-    cfg = load_config("quickstart", ["agent.name=renamed_verifiers", "agent.kwargs.env_id=no-such-env"])
+    overrides = ["agent.name=renamed_verifiers", "agent.kwargs.env_id=no-such-env", "reward.components=[]"]
+    cfg = load_config("quickstart", overrides)  # no components: the environment's rubric is its reward
     (missing,) = run_problems(cfg)
     assert "verifiers cannot load 'no-such-env'" in missing
 
