@@ -37,6 +37,7 @@ import torch
 
 from agentrl.errors import UserError
 from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, grpo_advantage
+from agentrl.trainer.shared_turns import turn_keys, untrained_copies
 from agentrl.trainer.turn_algorithms import TurnAdvantages, per_turn
 from agentrl.trainer.turn_credit import TurnEpisode
 from agentrl.types import Trajectory
@@ -176,40 +177,29 @@ def tree_grpo_advantage(
     nodes = _nodes(episodes)
     advantage = tree_grpo_advantages(nodes, intra_weight=intra_weight, inter_weight=inter_weight, norm=step_norm,
                                      eps=eps)  # fmt: skip
-    owners: dict[Hashable, int] = {}
-    for index in sorted(range(len(episodes)), key=lambda i: tuple(episodes[i].tree["path"])):  # type: ignore[index]
-        for turn in range(episodes[index].num_turns):
-            owners.setdefault(_node_of(episodes[index], turn), index)
     for episode in episodes:  # for the viewer: the advantage of each node on the leaf's path, root first
         tree = episode.tree or {}
         tree["node_advantages"] = [
             advantage[(tree["id"], tuple(tree["path"][:d]))] for d in range(len(tree["path"]) + 1)
         ]
     weight = _leaves_below(episodes) if prefix_weight == "leaves" else defaultdict(lambda: 1)
-    per_turn, untrained = [], []
-    for index, episode in enumerate(episodes):
-        keys = [_node_of(episode, turn) for turn in range(episode.num_turns)]
-        per_turn.append(torch.tensor([advantage[k] * weight[k] for k in keys], dtype=torch.float32))
-        untrained.append([turn for turn, key in enumerate(keys) if owners[key] != index])
+    keys = turn_keys(episodes)
+    per_turn = [
+        torch.tensor([advantage[node] * weight[node] for node, _ in mine], dtype=torch.float32) for mine in keys
+    ]
+    untrained = untrained_copies(episodes, keys)
     trees = {e.tree["id"] for e in episodes}  # type: ignore[index]
     return TurnAdvantages(per_turn, {"train/tree_leaves_per_tree": len(episodes) / max(len(trees), 1)}, untrained)
 
 
-def _leaves_below(episodes: Sequence[TurnEpisode]) -> dict[tuple[str, tuple[int, ...]], int]:
+def _leaves_below(episodes: Sequence[TurnEpisode]) -> dict[Hashable, int]:
     """How many leaves (episodes) lie below each node: one per node on an episode's path."""
-    count: dict[tuple[str, tuple[int, ...]], int] = defaultdict(int)
+    count: dict[Hashable, int] = defaultdict(int)
     for episode in episodes:
         tree = episode.tree or {}
         for depth in range(len(tree["path"]) + 1):
             count[(tree["id"], tuple(tree["path"][:depth]))] += 1
     return count
-
-
-def _node_of(episode: TurnEpisode, turn: int) -> tuple[str, tuple[int, ...]]:
-    """The node a turn (0-based) belongs to: its path cut at the branch points it came after."""
-    tree = episode.tree or {}
-    depth = sum(1 for branch in tree["branch_turns"] if branch <= turn)
-    return tree["id"], tuple(tree["path"][:depth])
 
 
 def _nodes(episodes: Sequence[TurnEpisode]) -> list[TreeNode]:

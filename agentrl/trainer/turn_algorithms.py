@@ -24,6 +24,7 @@ import torch
 
 from agentrl.errors import UserError
 from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, grpo_advantage
+from agentrl.trainer.shared_turns import TurnKey, turn_keys, untrained_copies
 from agentrl.trainer.turn_credit import TurnEpisode
 
 
@@ -145,7 +146,13 @@ def gigpo_advantage(
     whichever prompt reached it, and the extra members give each state's baseline more samples. Keep "group" when
     prompts are different tasks whose states could share a key.
 
-    Metric: `train/gigpo_anchor_share`, the share of turns in an anchor group of two or more.
+    On a tree rollout (`rollout.tree`) every leaf holds a copy of each turn played before its branch points. Such a
+    turn is one turn (`agentrl.trainer.shared_turns`): it is one member of its anchor group, with the mean of its
+    copies' returns R_t, its A^E is the mean of theirs, and one leaf trains it (`TurnAdvantages.untrained`), as
+    `tree_grpo` trains a shared prefix. Training each copy instead would count one action k times in its anchor
+    group and weigh it k times in the batch.
+
+    Metric: `train/gigpo_anchor_share`, the share of turns (a shared turn once) in an anchor group of two or more.
 
     Raises:
         UserError: an episode with turns has no state keys (`Trajectory.turn_states`).
@@ -157,16 +164,41 @@ def gigpo_advantage(
         )
     episode_adv = grpo_advantage(
         torch.tensor([e.reward for e in episodes], dtype=torch.float64), [e.group_id for e in episodes], eps=eps
-    )
-    returns = torch.tensor(
-        [g for e in episodes for g in discounted_returns(e.turn_rewards, discount)], dtype=torch.float64
-    )
-    anchors = [(e.group_id if anchor_scope == "group" else None, s) for e in episodes for s in (e.turn_states or [])]
+    ).tolist()
+    keys = turn_keys(episodes)
+    turns: dict[TurnKey, _Turn] = {}  # each turn once, however many leaves hold a copy of it
+    for index, episode in enumerate(episodes):
+        returns = discounted_returns(episode.turn_rewards, discount)
+        for key, ret, state in zip(keys[index], returns, episode.turn_states or [], strict=True):
+            anchor = (episode.group_id if anchor_scope == "group" else None, state)
+            turn = turns.setdefault(key, _Turn(anchor))
+            turn.returns.append(ret)
+            turn.episode_advantages.append(episode_adv[index])
+    anchors = [turn.anchor for turn in turns.values()]
+    returns_once = torch.tensor([_mean(turn.returns) for turn in turns.values()], dtype=torch.float64)
     centre = grpo_advantage if step_norm == "std" else dr_grpo_advantage
-    step_adv = centre(returns, anchors, eps=eps) if anchors else returns
-    per_episode = step_adv.split([e.num_turns for e in episodes])
-    advantages = [(a_e + step_weight * a_s).float() for a_e, a_s in zip(episode_adv, per_episode, strict=True)]
-    return TurnAdvantages(advantages, {"train/gigpo_anchor_share": _anchor_share(anchors)})
+    step_adv = centre(returns_once, anchors, eps=eps) if anchors else returns_once
+    advantage = {
+        key: _mean(turn.episode_advantages) + step_weight * a_s
+        for (key, turn), a_s in zip(turns.items(), step_adv.tolist(), strict=True)
+    }
+    per_turn = [torch.tensor([advantage[key] for key in mine], dtype=torch.float64).float() for mine in keys]
+    untrained = untrained_copies(episodes, keys)
+    metrics = {"train/gigpo_anchor_share": _anchor_share(anchors)}
+    return TurnAdvantages(per_turn, metrics, untrained if any(untrained) else None)
+
+
+@dataclass
+class _Turn:
+    """One turn as GiGPO credits it: its anchor state, and the return and episode advantage of each copy of it."""
+
+    anchor: tuple[Any, str]
+    returns: list[float] = field(default_factory=list)
+    episode_advantages: list[float] = field(default_factory=list)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _f32(values: list[float]) -> torch.Tensor:

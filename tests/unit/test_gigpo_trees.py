@@ -62,7 +62,6 @@ def trained_turns(rows: RowAdvantages) -> list[tuple[tuple[int, ...], float]]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="gigpo on trees: every leaf trains its copy of a shared turn, counted k times")
 @pytest.mark.parametrize("windowed", [False, True])
 def test_gigpo_counts_a_shared_turn_once_in_its_anchor_group_and_trains_it_once(windowed: bool) -> None:
     rows = row_advantages(TrainerConfig(advantage="gigpo"), two_trees(windowed))
