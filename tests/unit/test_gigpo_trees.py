@@ -21,7 +21,10 @@ def tree_leaf(tree: str, path: int, reward: float, windowed: bool = False) -> Tr
     """A leaf of tree `tree` forked after its first turn: the prompt, the first turn from state s0 (every leaf of the
     tree holds a copy), an observation, then the leaf's own turn from the state the fork left (`<tree>1`), rewarded
     with the outcome. `windowed`: the first turn lies in an earlier step sample (a history window)."""
-    prompt, obs = Segment(token_ids=[1, 2], trainable=False, role="user"), Segment(token_ids=[5], trainable=False)
+    prompt, obs = (
+        Segment(token_ids=[1, 2], trainable=False, role="user"),
+        Segment(token_ids=[5], trainable=False, role="user"),
+    )
     first = Segment(token_ids=first_turn(tree), trainable=True, logprobs=[-1.0, -1.0], policy_version=0)
     own = Segment(token_ids=[BASE[tree] + 6 + path], trainable=True, logprobs=[-1.0], policy_version=0)
     fields = {
