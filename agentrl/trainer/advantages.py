@@ -18,12 +18,7 @@ from agentrl.config.schema import TrainerConfig
 from agentrl.errors import UserError
 from agentrl.trainer.algorithms import get_advantage, rewards_and_groups
 from agentrl.trainer.turn_algorithms import is_per_turn
-from agentrl.trainer.turn_credit import (
-    leave_turns_untrained,
-    step_sample_advantages,
-    token_advantages,
-    turn_episodes,
-)
+from agentrl.trainer.turn_credit import step_sample_advantages, token_advantages, turn_episodes, with_turns_untrained
 from agentrl.types import Trajectory
 
 
@@ -44,7 +39,8 @@ class RowAdvantages:
 
 
 def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdvantages:
-    """Run `cfg.advantage` on scored trajectories.
+    """Run `cfg.advantage` on scored trajectories. `trajectories` are left as they are: a row that trains fewer
+    turns than its trajectory generated (a tree's shared prefix, trained by one leaf) is a copy.
 
     Raises:
         UserError: a trajectory has no reward, or (per-turn estimators) no turn rewards.
@@ -54,12 +50,14 @@ def row_advantages(cfg: TrainerConfig, trajectories: list[Trajectory]) -> RowAdv
         episodes = turn_episodes(trajectories, cfg.advantage)
         result = estimator(episodes, **turn_options(cfg, estimator))
         untrained = result.untrained or [[] for _ in trajectories]
-        for traj, turns in zip(trajectories, untrained, strict=True):
-            leave_turns_untrained(traj, turns)  # a shared prefix another leaf trains: no longer this row's turns
+        # a shared prefix another leaf trains is not this row's: the row is a copy without it (the caller's
+        # trajectory, which the run saves, keeps every turn it generated)
         samples = [
             pair
             for t, a, gone in zip(trajectories, result.per_turn, untrained, strict=True)
-            for pair in step_sample_advantages(t, [x for i, x in enumerate(a.tolist()) if i not in set(gone)])
+            for pair in step_sample_advantages(
+                with_turns_untrained(t, gone), [x for i, x in enumerate(a.tolist()) if i not in set(gone)]
+            )
         ]
         per_turn = torch.cat(result.per_turn)
         metrics = {**_figures(per_turn), "train/turn_adv_abs_mean": float(per_turn.abs().mean()), **result.metrics}

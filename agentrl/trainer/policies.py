@@ -22,6 +22,7 @@ from agentrl.loops.player_views import player_rows
 from agentrl.trainer.backend import TrainBackend
 from agentrl.trainer.exactness import check_batch, exactness_metrics
 from agentrl.trainer.policy_batches import policy_batches, policy_reward_metrics
+from agentrl.trainer.tree_advantages import record_node_advantages
 from agentrl.types import Trajectory
 
 
@@ -187,6 +188,7 @@ def _step(runtime: PolicyRuntime, trajectories: list[Trajectory], version: int) 
     assert runtime.backend is not None
     check_batch(trajectories, runtime.cfg.rollout.backend)
     metrics = runtime.backend.step(trajectories) if trajectories else {"train/skipped": 1.0}
+    record_node_advantages(runtime.cfg.trainer, trajectories)  # here, not on the ranks: the step saves these
     return {**exactness_metrics(trajectories, version, metrics), **metrics}
 
 

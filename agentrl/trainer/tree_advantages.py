@@ -35,8 +35,9 @@ from typing import Literal
 
 import torch
 
+from agentrl.config.schema import TrainerConfig
 from agentrl.errors import UserError
-from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, grpo_advantage
+from agentrl.trainer.algorithms import DEFAULT_EPS, dr_grpo_advantage, get_advantage, grpo_advantage
 from agentrl.trainer.shared_turns import turn_keys, untrained_copies
 from agentrl.trainer.turn_algorithms import TurnAdvantages, per_turn
 from agentrl.trainer.turn_credit import TurnEpisode
@@ -163,8 +164,8 @@ def tree_grpo_advantage(
     leaves below share: one leaf trains it (the first by path), the others leave it untrained; with
     `prefix_weight="leaves"` (`trainer.tree_prefix_weight`) its advantage is multiplied by that number of leaves.
 
-    Each leaf's `metadata["tree"]["node_advantages"]` records the advantage of every node on its path, root first
-    (the viewer draws them). Metric: `train/tree_leaves_per_tree`.
+    The leaves are left as they are (`record_node_advantages` writes each node's advantage for the viewer). Metric:
+    `train/tree_leaves_per_tree`.
 
     Raises:
         UserError: an episode that was not played as part of a tree (`rollout.tree`).
@@ -177,11 +178,6 @@ def tree_grpo_advantage(
     nodes = _nodes(episodes)
     advantage = tree_grpo_advantages(nodes, intra_weight=intra_weight, inter_weight=inter_weight, norm=step_norm,
                                      eps=eps)  # fmt: skip
-    for episode in episodes:  # for the viewer: the advantage of each node on the leaf's path, root first
-        tree = episode.tree or {}
-        tree["node_advantages"] = [
-            advantage[(tree["id"], tuple(tree["path"][:d]))] for d in range(len(tree["path"]) + 1)
-        ]
     weight = _leaves_below(episodes) if prefix_weight == "leaves" else defaultdict(lambda: 1)
     keys = turn_keys(episodes)
     per_turn = [
@@ -190,6 +186,25 @@ def tree_grpo_advantage(
     untrained = untrained_copies(episodes, keys)
     trees = {e.tree["id"] for e in episodes}  # type: ignore[index]
     return TurnAdvantages(per_turn, {"train/tree_leaves_per_tree": len(episodes) / max(len(trees), 1)}, untrained)
+
+
+def record_node_advantages(cfg: TrainerConfig, leaves: Sequence[Trajectory]) -> None:
+    """For the viewer, when `cfg.advantage` is `tree_grpo`: write into each scored leaf's `metadata["tree"]` its
+    `node_advantages`, the Tree-GRPO advantage of every node on its path, root first (with `cfg`'s weights and
+    normalization). The training loop calls it on the trajectories it saves, whichever process trained them."""
+    if get_advantage(cfg.advantage) is not tree_grpo_advantage or not leaves:
+        return
+    advantage = tree_grpo_advantages(
+        tree_nodes(leaves),
+        intra_weight=cfg.tree_intra_weight,
+        inter_weight=cfg.tree_inter_weight,
+        norm=cfg.gigpo_step_norm,
+    )
+    for leaf in leaves:
+        tree = leaf.metadata["tree"]
+        tree["node_advantages"] = [
+            advantage[(tree["id"], tuple(tree["path"][:depth]))] for depth in range(len(tree["path"]) + 1)
+        ]
 
 
 def _leaves_below(episodes: Sequence[TurnEpisode]) -> dict[Hashable, int]:

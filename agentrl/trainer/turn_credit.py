@@ -90,17 +90,23 @@ def step_sample_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -
     return out
 
 
-def leave_turns_untrained(traj: Trajectory, turns: Sequence[int]) -> None:
-    """Make the generated segments of `turns` (indices over all the step samples, earlier ones first) not
-    trainable: another trajectory trains those tokens (a tree's shared prefix). Call it once the token
-    advantages are computed, since it changes what `Trajectory.turn_index` counts."""
-    wanted, at = set(turns), 0
+def with_turns_untrained(traj: Trajectory, turns: Sequence[int]) -> Trajectory:
+    """A copy of `traj` in which the generated segments of `turns` (indices over all the step samples, earlier ones
+    first) are not trainable: another trajectory trains those tokens (a tree's shared prefix). `traj` itself is left
+    as it is, since it is what the run saves; `traj` when `turns` is empty. The copy shares the segments it leaves
+    as they were. Take the token advantages after it, since it changes what `Trajectory.turn_index` counts."""
+    if not turns:
+        return traj
+    wanted, at, copies = set(turns), 0, {}
     for sample in traj.step_samples():
-        indices, count = sample.turn_index(), sample.num_generated_turns
-        for segment, turn in zip(sample.segments, indices, strict=True):
-            if turn is not None and at + turn in wanted:
-                segment.trainable = False
-        at += count
+        segments = [
+            segment.model_copy(update={"trainable": False}) if turn is not None and at + turn in wanted else segment
+            for segment, turn in zip(sample.segments, sample.turn_index(), strict=True)
+        ]
+        copies[id(sample)] = sample.model_copy(update={"segments": segments})
+        at += sample.num_generated_turns
+    earlier = [copies.get(id(sample), sample) for sample in traj.earlier_steps]
+    return copies.get(id(traj), traj).model_copy(update={"earlier_steps": earlier})
 
 
 def token_advantages(traj: Trajectory, turn_advantages: Sequence[float]) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """Tree rollouts for the page: the leaves of one step that share a tree (`metadata["tree"]`, written by
 `agentrl.loops.tree`) put back together as nodes, so the page can draw the tree: its branch points, siblings side
 by side, each node's turns, outcome (the mean reward of the leaves below it) and, when the run trained with
-`tree_grpo`, its advantage (`metadata["tree"]["node_advantages"]`, recorded by the trainer)."""
+`tree_grpo`, its advantage (`metadata["tree"]["node_advantages"]`, recorded by the training loop with
+`agentrl.trainer.tree_advantages.record_node_advantages`)."""
 
 from __future__ import annotations
 

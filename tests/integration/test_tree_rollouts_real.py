@@ -53,10 +53,10 @@ def check_trees(out) -> None:
         assert len(trees) == 2 * 2  # data.batch_size prompts x rollout.n trees
         for tree in trees.values():
             assert len(tree) <= 2 and len({leaf.group_id for leaf in tree}) == 1
-            if len(tree) == 2:  # forked after turn 1: the same first reply, token for token (trained by one leaf)
+            if len(tree) == 2:  # forked after turn 1: the same first reply, token for token
                 first = [next(s for s in leaf.step_samples()[0].segments if s.role == "assistant") for leaf in tree]
                 assert first[0].token_ids == first[1].token_ids and first[0].logprobs == first[1].logprobs
-                assert sum(s.trainable for s in first) == 1
+                assert all(s.trainable for s in first)  # saved as generated (one leaf trained it: unit-tested)
 
 
 def test_two_gym_steps_with_tree_rollouts(hf_server_url, tmp_path):
@@ -69,14 +69,14 @@ def test_two_gym_steps_with_tree_rollouts(hf_server_url, tmp_path):
     evaluated = next(s for s in steps if "eval/success_rate" in s and s["step"] == 2)
     assert held_out and not any(t.metadata.get("tree") for t in held_out)  # evaluation plays episodes, not trees
     assert len({t.metadata["sample_position"] for t in held_out}) == len(held_out) and evaluated
-    check_trees(tmp_path)  # GiGPO trains a shared prefix once
+    check_trees(tmp_path)
     assert all(s["train/gigpo_anchor_share"] > 0 for s in trained)
 
 
 def test_two_tool_use_steps_with_tree_rollouts_and_tree_grpo(hf_server_url, tmp_path):
     steps = train(hf_server_url, tmp_path, "tool_use", "agent.max_turns=2", "trainer.advantage=tree_grpo")
     assert [s["step"] for s in steps] == [1, 2]
-    check_trees(tmp_path)  # tree_grpo trains a shared prefix once
+    check_trees(tmp_path)
     assert all(1.0 <= s["train/tree_leaves_per_tree"] <= 2.0 for s in steps)
     for leaf in leaves(tmp_path, 2):  # the saved leaves carry their nodes' advantages (the viewer draws them)
         assert len(leaf.metadata["tree"]["node_advantages"]) == len(leaf.metadata["tree"]["path"]) + 1

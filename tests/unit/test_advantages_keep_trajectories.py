@@ -12,14 +12,8 @@ from agentrl.trainer.policies import PolicyRuntime, _step
 from agentrl.types import Trajectory
 from tests.unit.test_gigpo_trees import first_turn, two_trees
 
-CHANGES_THEM = pytest.mark.xfail(
-    strict=True, reason="advantages: a tree's shared turn is made untrainable on the caller's trajectories"
-)
 
-
-@pytest.mark.parametrize(
-    "advantage", ["grpo", pytest.param("gigpo", marks=CHANGES_THEM), pytest.param("tree_grpo", marks=CHANGES_THEM)]
-)
+@pytest.mark.parametrize("advantage", ["grpo", "gigpo", "tree_grpo"])
 @pytest.mark.parametrize("windowed", [False, True])
 def test_row_advantages_leave_the_trajectories_passed_in_unchanged(advantage: str, windowed: bool) -> None:
     leaves = two_trees(windowed)
@@ -48,7 +42,6 @@ class OnRanks(InProcess):
         return super().step([t.model_copy(deep=True) for t in trajectories])
 
 
-@pytest.mark.xfail(strict=True, reason="advantages: the saved leaves differ when training ran on copies (Ray ranks)")
 @pytest.mark.parametrize("advantage", ["gigpo", "tree_grpo"])
 def test_what_a_step_saves_does_not_depend_on_where_it_trained(advantage: str) -> None:
     cfg = AgentRLConfig(trainer=TrainerConfig(advantage=advantage))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import random
 import re
@@ -28,7 +27,7 @@ from agentrl.tools.toolset import ToolSet
 from agentrl.trainer.advantages import row_advantages
 from agentrl.trainer.batch import response_length, trajectory_to_tensors
 from agentrl.trainer.metrics import rollout_metrics
-from agentrl.trainer.tree_advantages import tree_grpo_advantages, tree_nodes
+from agentrl.trainer.tree_advantages import record_node_advantages, tree_grpo_advantages, tree_nodes
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
 ACTIONS = ["LEFT", "DOWN", "RIGHT", "UP"]
@@ -375,10 +374,12 @@ def test_tree_grpo_credits_each_turn_with_its_node_and_trains_a_shared_prefix_on
         turn_values = sorted({round(float(a), 5) for a in row_adv if a != 0})
         nodes = [(tree_id, ()), (tree_id, path[:1]), (tree_id, path)]
         assert set(turn_values) <= {round(expected[n], 5) for n in nodes}
-    first_reply = [next(s for s in leaf.segments if s.role == "assistant") for leaf in leaves]
+    first_reply = [next(s for s in row.segments if s.role == "assistant") for row in rows.rows]
     assert sum(segment.trainable for segment in first_reply) == 1  # the root's turn: trained by one leaf only
-    assert sum(sum(s.trainable for s in leaf.segments) for leaf in leaves) == sum(generated) - 3 - 2  # root x3, 2 mids
+    assert sum(sum(s.trainable for s in row.segments) for row in rows.rows) == sum(generated) - 3 - 2  # root x3, 2 mids
+    assert [sum(s.trainable for s in leaf.segments) for leaf in leaves] == generated  # the leaves as generated
     assert rows.metrics["train/tree_leaves_per_tree"] == 4.0
+    record_node_advantages(TrainerConfig(advantage="tree_grpo"), leaves)
     for leaf in leaves:  # recorded for the viewer: each node's advantage on the leaf's path
         path = tuple(leaf.metadata["tree"]["path"])
         on_path = [expected[(tree_id, path[:depth])] for depth in range(3)]
@@ -409,7 +410,7 @@ def test_tree_prefix_weight_leaves_trains_a_shared_turn_as_every_leaf_below_it_w
         for turn, segment in enumerate(_turns(leaf)):
             depth = sum(1 for branch in tree["branch_turns"] if branch <= turn)
             per_leaf += abs(expected[(tree["id"], tuple(tree["path"][:depth]))]) * len(segment.token_ids)
-    once = row_advantages(TrainerConfig(advantage="tree_grpo"), copy.deepcopy(leaves))
+    once = row_advantages(TrainerConfig(advantage="tree_grpo"), leaves)
     weighted = row_advantages(TrainerConfig(advantage="tree_grpo", tree_prefix_weight="leaves"), leaves)
     assert sum(float(adv.abs().sum()) for adv in weighted.tokens) == pytest.approx(per_leaf)
     assert sum(float(adv.abs().sum()) for adv in once.tokens) < per_leaf - 1  # its mid nodes weigh 1, not 2
