@@ -1,4 +1,4 @@
-"""The `agentrl` command line: train | rollout | eval | serve | sandbox | model | config | view.
+"""The `agentrl` command line: train | rollout | eval | serve | gateway | check | sandbox | model | config | view.
 
 User mistakes (`agentrl.errors.UserError`: bad config, missing files, unknown names) print one clear message and
 exit with status 2 (set AGENTRL_DEBUG=1 to see the traceback too). Infrastructure failures (`InfrastructureError`:
@@ -96,6 +96,38 @@ def _cmd_gateway(args: argparse.Namespace) -> int:
     return serve_gateway_from_overrides(args.overrides)
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    """`agentrl check loop=NAME [tokenizer=MODEL] [key=value ...]`: 0 when the loop keeps the loop contract, else 1
+    with one line per broken property. Other dotted settings go over the loop's check case (`agent.kwargs.x=...`)."""
+    from omegaconf import OmegaConf
+
+    from agentrl.loops.conformance.check import loop_problems
+
+    options = dict(_key_value(item) for item in args.overrides)
+    loop, model = options.pop("loop", None), options.pop("tokenizer", None)
+    if loop is None:
+        raise UserError("agentrl check needs loop=NAME: a registered loop (e.g. single_turn) or module:Class")
+    tokenizer = None
+    if model is not None:
+        from agentrl.models import load_tokenizer, resolve_model
+
+        tokenizer = load_tokenizer(resolve_model(model))
+    dotted = [f"{key}={value}" for key, value in options.items()]
+    config = OmegaConf.to_container(OmegaConf.from_dotlist(dotted)) if dotted else None
+    name, problems = loop_problems(loop, tokenizer, config)  # type: ignore[arg-type]
+    for problem in problems:
+        print(problem)
+    print(f"{name}: {'breaks' if problems else 'keeps'} the loop contract", file=sys.stderr)
+    return EXIT_FAILURE if problems else 0
+
+
+def _key_value(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise UserError(f"expected key=value, got {item!r} (e.g. loop=single_turn)")
+    return key, value
+
+
 def _cmd_view(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -135,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("gateway", "serve a policy to any OpenAI-speaking agent, recording its sessions", _cmd_gateway),
     ]:
         add(name, help_, handler).add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+
+    check = add("check", "check an agent loop against the loop contract: loop=NAME [tokenizer=MODEL]", _cmd_check)
+    check.add_argument(
+        "overrides", nargs="*", help="loop=NAME (registered, or module:Class), tokenizer=MODEL, key=value settings"
+    )
 
     view = add("view", "build the HTML viewer of a run directory", _cmd_view)
     view.add_argument("run_dir", help="run directory, folder of runs, or trajectories .jsonl(.gz) file")

@@ -134,6 +134,10 @@ class Registry(Generic[T]):
         """Every registered name, sorted."""
         return sorted(self._entries)
 
+    def builtin_names(self) -> list[str]:
+        """The names agentrl itself registers, sorted (what its own tests check every entry of)."""
+        return sorted(self._builtins)
+
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 

@@ -33,6 +33,7 @@ from agentrl.config.policies import policy_config, trainable_policies
 from agentrl.config.schema import AgentRLConfig
 from agentrl.gateway import Gateway, GatewaySession, SessionLimits
 from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.registry import import_object
 from agentrl.sandbox.blocking import BlockingSandbox
@@ -74,6 +75,12 @@ class OpenAIAgentLoop(AgentLoopBase):
     """Runs a user's OpenAI-speaking agent per trajectory against its own gateway session."""
 
     Options = OpenAIAgentOptions
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """Two chat turns of an `openai` SDK agent (`agentrl.gateway.check_agent`)."""
+        config = {"agent": {"kwargs": {"entry_point": "agentrl.gateway.check_agent:two_turns"}}}
+        return LoopCheckCase(config=config, reply="Hello.", min_turns=2)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentrl.config.environment_form import environment_form as config_environment_form
 from agentrl.config.schema import AgentConfig, AgentRLConfig
 from agentrl.errors import UserError
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.registry import Registry
 from agentrl.types import Sample, Trajectory
@@ -75,6 +76,13 @@ class AgentLoopBase(ABC):
     @abstractmethod
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         """Run one trajectory for `sample` and return `ctx.trajectory`."""
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """The episode `check_loop` plays to check this loop against the loop contract: its config, sample and the
+        scripted policy's replies, and what it needs beyond this process. Override it when the loop needs options,
+        tools, an environment or particular replies; the default plays one prompt answered with one reply."""
+        return LoopCheckCase()
 
     def policy_for(self, role: str) -> str | None:
         """The policy that plays `role` (`agent.roles`; None: the run's first policy). Pass it on as

@@ -20,6 +20,7 @@ from agentrl.gui.browser import MiniWoBSession, Screen
 from agentrl.gui.config import GUIConfig
 from agentrl.gui.episode import GUIEpisode, observation_text, user_content
 from agentrl.loops.base import AgentLoopBase
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext, StopLoop
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -43,6 +44,12 @@ class GUIAgentLoop(AgentLoopBase):
     """
 
     Options = GUIConfig
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """A MiniWoB page in headless Chromium (`agent.kwargs.task`: `check_loop(..., config=...)`)."""
+        return LoopCheckCase(needs=frozenset({"browser"}))
+
     options: GUIConfig
     _announced = False
 

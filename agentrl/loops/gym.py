@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.config.schema import AgentConfig, EnvConfig
 from agentrl.errors import UserError
 from agentrl.loops.base import LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext, StopLoop, with_system_prompt
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.types import Message, Sample, StopReason, Trajectory
@@ -52,6 +53,13 @@ class GymAgentLoop(SteppedLoop):
     Options = LoopOptions  # its options are the run's `env:` section
     records_turns = True
     roles = ("agent",)  # agent.roles={agent: NAME}: the policy that plays it, in a run with several
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """FrozenLake 4x4, not slippery, from the start cell: RIGHT, RIGHT, DOWN... until a limit ends it."""
+        env = {"id": "FrozenLake-v1", "kwargs": {"is_slippery": False}, "max_steps": 4}
+        sample = Sample(prompt=[], extra_info={"seed": 0})
+        return LoopCheckCase(config={"env": env}, sample=sample, reply=_check_move, min_turns=2)
 
     def __init__(self, config: AgentConfig | None = None, env: EnvConfig | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
@@ -168,6 +176,11 @@ class _Window:
         if instructions:
             messages[0] = Message(role="user", content=f"{instructions}\n\n{messages[0].content}")
         return [*self.opening, *messages]
+
+
+def _check_move(conversation: str) -> str:
+    """`check_case`'s player: a pure function of the conversation (two moves right, then down)."""
+    return "DOWN" if conversation.count("RIGHT") >= 2 else "RIGHT"
 
 
 def _seed(sample: Sample) -> int | None:

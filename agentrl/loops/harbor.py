@@ -39,6 +39,7 @@ from agentrl.harbor.limits import TaskLimits, task_limits
 from agentrl.harbor.task import HarborTask, HarborTaskError
 from agentrl.harbor.verifier import run_verifier
 from agentrl.loops.base import LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.stepped import SteppedLoop
@@ -71,6 +72,12 @@ class HarborAgentLoop(SteppedLoop):
     """
 
     Options = HarborLoopOptions
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """A Harbor task's container (its sample: `check_loop(..., config=..., sample=...)`)."""
+        return LoopCheckCase(needs=frozenset({"docker"}))
+
     options: HarborLoopOptions
     uses_tools = True
 

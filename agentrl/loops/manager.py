@@ -158,6 +158,28 @@ class RolloutManager(JobRunner):
                 leaf.stop_reason = StopReason.DONE
         return leaves
 
+    def loop(self, name: str) -> AgentLoopBase:
+        """The loop that plays `name`'s episodes (built on first use)."""
+        return self._loop(name)
+
+    async def open_context(self, sample: Sample, traj: Trajectory) -> AgentContext:
+        """A context for playing `sample` into `traj` by hand, as `run_one` builds it (sampling, budgets, and the
+        setup hook's tools and sandbox); pair it with `close_context`."""
+        ctx = self._context(sample, traj)
+        if self.setup_context:
+            await _maybe_await(self.setup_context(ctx))
+        return ctx
+
+    async def close_context(self, ctx: AgentContext) -> None:
+        """Release what the setup hook attached to `ctx` (its teardown hook), as `run_one` does at the end."""
+        await self._teardown(ctx, ctx.trajectory)
+
+    def use_loop(self, name: str, loop: AgentLoopBase) -> None:
+        """Play `name`'s episodes with `loop`, an instance the caller built (`check_loop` checks a class that may be
+        registered under no name), instead of the registered class."""
+        loop.run_config = loop.run_config or self.run_config
+        self._loops[name] = loop
+
     def _loop(self, name: str) -> AgentLoopBase:
         if name not in self._loops:
             loop = get_loop_class(name)(self.agent)

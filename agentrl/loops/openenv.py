@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from agentrl.config.schema import AgentRLConfig
 from agentrl.envs.openenv import import_openenv, openenv_problems, server_url
 from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.types import Message, Sample, Trajectory
 
@@ -48,6 +49,12 @@ class OpenEnvLoop(AgentLoopBase):
 
     Options = OpenEnvOptions
     roles = ("agent",)
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """An OpenEnv server of the caller's (`agent.kwargs.env_dir`, `app` or `base_url`: `check_loop(...,
+        config=...)` or `agentrl check loop=openenv agent.kwargs.env_dir=DIR`)."""
+        return LoopCheckCase(needs=frozenset({"server"}))
 
     @classmethod
     def environment_form(cls, cfg: AgentRLConfig) -> str:

@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import Field
 
 from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.types import Message, Sample, Trajectory
 
@@ -40,6 +41,12 @@ class ReferentialGameLoop(AgentLoopBase):
 
     Options = ReferentialGameOptions
     roles = ("describer", "guesser")
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """One policy plays both roles; the clue is the secret word, and the guess the clue."""
+        extra = {"candidates": ["apple", "river", "stone"], "target": "river"}
+        return LoopCheckCase(sample=Sample(prompt=[], extra_info=extra), reply=lambda _: "river")
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         candidates, target = _game(sample)

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.config.schema import AgentConfig, SandboxConfig
 from agentrl.loops.base import LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.stepped import SteppedLoop
@@ -85,6 +86,12 @@ class SWEAgentLoop(SteppedLoop):
     """
 
     Options = SWELoopOptions
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """A SWE task's container (its sample and sandbox image: `check_loop(..., config=..., sample=...)`)."""
+        return LoopCheckCase(needs=frozenset({"docker"}))
+
     options: SWELoopOptions
     uses_tools = True
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from pydantic import Field, field_validator
 
 from agentrl.config.schema import AgentRLConfig
 from agentrl.loops.base import LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.registry import import_package
@@ -65,6 +67,16 @@ class TextArenaLoop(SteppedLoop):
     @classmethod
     def environment_form(cls, cfg: AgentRLConfig) -> str:
         return f"TextArena game {cfg.agent.kwargs.get('env_id')!r} (agent.kwargs.env_id)"
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """Tic-tac-toe in self-play: player 0 takes the top row before player 1 completes the middle one."""
+        return LoopCheckCase(
+            config={"agent": {"kwargs": {"env_id": "TicTacToe-v0", "num_players": 2}}},
+            sample=Sample(prompt=[Message(role="user", content="Play.")], extra_info={"seed": 1}),
+            reply=_scripted_move,
+            min_turns=3,
+        )
 
     async def begin(self, sample: Sample, ctx: AgentContext) -> GameState:
         options: TextArenaOptions = self.options
@@ -131,6 +143,15 @@ def _conversation_of_its_own(ctx: AgentContext) -> AgentContext:
     context builds the trajectory it is given)."""
     trajectory = Trajectory(group_id=ctx.trajectory.group_id, sample_index=ctx.trajectory.sample_index)
     return dataclasses.replace(ctx, trajectory=trajectory)
+
+
+def _scripted_move(conversation: str) -> str:
+    """`check_case`'s player: the first free cell of its own preference (player 0 the top row, player 1 the middle
+    one), read from the last board the game showed."""
+    preference = (3, 4, 5, 6, 7, 8, 0, 1, 2) if "You are Player 1" in conversation else tuple(range(9))
+    board = conversation.rsplit("Available Moves:", 1)
+    free = set(re.findall(r"\[(\d)\]", board[1].split("\n", 1)[0])) if len(board) == 2 else None
+    return next(f"[{cell}]" for cell in preference if free is None or str(cell) in free)
 
 
 def render(observation: list[tuple[int, str, Any]] | str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from agentrl.config.schema import AgentConfig
 from agentrl.loops.base import LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tools
 from agentrl.loops.interaction import Interaction
@@ -35,6 +36,13 @@ class ToolAgentLoop(SteppedLoop):
     uses_tools = True
     records_turns = True
     roles = ("agent",)  # agent.roles={agent: NAME}: the policy that plays it, in a run with several
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """A calculator call in hermes format, then the answer."""
+        sample = Sample(prompt=[Message(role="user", content="What is 12 * 34?")])
+        config = {"tools": [{"class": "calculator"}], "agent": {"tool_parser": "hermes"}}
+        return LoopCheckCase(config=config, sample=sample, reply=_check_reply, min_turns=2)
 
     def __init__(self, config: AgentConfig | None = None, interaction: Interaction | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)
@@ -95,6 +103,13 @@ class ToolLoopState:
     async def release(self, ctx: AgentContext | None = None) -> None:
         if self.owned is not None:
             await self.owned.release()
+
+
+def _check_reply(conversation: str) -> str:
+    """`check_case`'s agent: calls the calculator, then answers with what it returned."""
+    if "408" in conversation:
+        return "12 * 34 = 408."
+    return '<tool_call>\n{"name": "calculator", "arguments": {"expression": "12 * 34"}}\n</tool_call>'
 
 
 def record_conversation_turns(traj: Trajectory) -> None:

@@ -25,10 +25,11 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.envs.verifiers import environment_problems, import_verifiers, load_environment, split_samples
 from agentrl.errors import UserError
 from agentrl.loops.base import AgentLoopBase, LoopOptions
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
 from agentrl.loops.verifiers_client import TurnClient
 from agentrl.tools.parsers import get_parser
-from agentrl.types import Sample, StopReason, Trajectory
+from agentrl.types import Message, Sample, StopReason, Trajectory
 
 
 class VerifiersOptions(LoopOptions):
@@ -62,6 +63,16 @@ class VerifiersLoop(AgentLoopBase):
     @classmethod
     def environment_form(cls, cfg: AgentRLConfig) -> str:
         return f"verifiers environment {cfg.agent.kwargs.get('env_id')!r} (agent.kwargs.env_id)"
+
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """A one-question environment of verifiers' own API (`agentrl.loops.verifiers_check_env`), by path."""
+        from agentrl.loops import verifiers_check_env as env
+
+        word = env.WORD
+        sample = Sample(prompt=[Message(role="user", content=f"Say the word {word}.")], ground_truth=word)
+        config = {"agent": {"kwargs": {"env_id": env.__file__}}}
+        return LoopCheckCase(config=config, sample=sample, reply=word)
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: VerifiersOptions = self.options

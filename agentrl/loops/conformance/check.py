@@ -1,0 +1,113 @@
+"""`check_loop`: the contract every agent loop keeps, checked the same way for each (after Gymnasium's `check_env`).
+
+It plays the loop's check episode (`AgentLoopBase.check_case`) against a scripted policy and checks, each property
+by a small check of its own that names what to change:
+- tokens: generated tokens appended verbatim, with their own logprobs, trained once;
+- drift: each step sample re-renders from its messages exactly;
+- attribution: every generated token carries its logprob, version, temperature and (several roles) its role;
+- reward: the reward that reaches each trainable token is its own role's (self-play included);
+- failure: an exception is a failed trajectory, never trained on;
+- budgets: `max_turns` and the token budget end an episode with their stop reasons;
+- fork: a forkable loop's children replay the parent exactly and share no state;
+- cancellation: a cancelled episode leaves no task, process or sandbox behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from agentrl.errors import UserError
+from agentrl.loops.base import AgentLoopBase, get_loop_class
+from agentrl.loops.conformance.forks import fork_problems
+from agentrl.loops.conformance.lifecycle import budget_problems, cancellation_problems, failure_problems
+from agentrl.loops.conformance.play import CheckedLoop, merged
+from agentrl.loops.conformance.rewards import reward_problems
+from agentrl.loops.conformance.tokens import attribution_problems, drift_problems, verbatim_problems
+from agentrl.types import Sample
+
+
+class LoopContractError(AssertionError):
+    """A loop broke the loop contract: `problems` lists each broken property with what to change."""
+
+    def __init__(self, loop: str, problems: list[str]):
+        self.loop, self.problems = loop, problems
+        super().__init__(f"the loop {loop} breaks the loop contract:\n  " + "\n  ".join(problems))
+
+
+def check_loop(
+    loop: str | type[AgentLoopBase],
+    tokenizer: Any = None,
+    config: dict[str, Any] | None = None,
+    sample: Sample | None = None,
+) -> None:
+    """Check that `loop` keeps the loop contract (see the module docstring).
+
+    Args:
+        loop: a registered loop name, a `module:Class` path, or an `AgentLoopBase` subclass.
+        tokenizer: the tokenizer to play with; default: the default model's (`agentrl model prepare`).
+        config: settings over the loop's `check_case` config (nested, as in a recipe's YAML): what a loop that
+            needs a container, a browser or a server of the caller's is played with.
+        sample: the row to play instead of the case's.
+
+    Raises:
+        LoopContractError: listing every broken property, each with what to change.
+        UserError: `loop` names no loop class.
+    """
+    name, problems = loop_problems(loop, tokenizer, config, sample)
+    if problems:
+        raise LoopContractError(name, problems)
+
+
+def loop_problems(
+    loop: str | type[AgentLoopBase],
+    tokenizer: Any = None,
+    config: dict[str, Any] | None = None,
+    sample: Sample | None = None,
+) -> tuple[str, list[str]]:
+    """`(name, problems)`: the loop's name as checked and every broken property (empty: the contract holds)."""
+    cls, name = _resolve(loop)
+    if tokenizer is None:
+        from agentrl.models import load_tokenizer, resolve_model
+
+        tokenizer = load_tokenizer(resolve_model("default"))
+    case = cls.check_case()
+    case = replace(case, config=merged(case.config, config or {}), sample=sample or case.sample)
+    return name, asyncio.run(_problems(CheckedLoop(cls, name, case, tokenizer)))
+
+
+async def _problems(loop: CheckedLoop) -> list[str]:
+    free = await loop.play()
+    if free.trajectory.failed:
+        return [
+            f"play: the check episode failed ({free.trajectory.stop_reason}: {free.trajectory.error}); fix the loop, "
+            "or what check_loop plays (its check_case, or the config and sample passed to check_loop)"
+        ]
+    problems = [
+        *verbatim_problems(free),
+        *drift_problems(free, loop.tokenizer),
+        *attribution_problems(free, loop.cls.roles),
+        *reward_problems(free),
+    ]
+    played: list[Callable[[], Awaitable[list[str]]]] = [
+        lambda: failure_problems(loop),
+        lambda: budget_problems(loop, free),
+        lambda: fork_problems(loop, free),
+        lambda: cancellation_problems(loop),
+    ]
+    for check in played:
+        problems += await check()
+    return problems
+
+
+def _resolve(loop: str | type[AgentLoopBase]) -> tuple[type[AgentLoopBase], str]:
+    if isinstance(loop, str):
+        return get_loop_class(loop), loop
+    if not (isinstance(loop, type) and issubclass(loop, AgentLoopBase)):
+        raise UserError(f"check_loop takes a loop name, a module:Class path or an AgentLoopBase subclass, not {loop!r}")
+    return loop, f"{loop.__module__}:{loop.__qualname__}"
+
+
+__all__ = ["LoopContractError", "check_loop", "loop_problems"]

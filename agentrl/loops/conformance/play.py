@@ -1,0 +1,148 @@
+"""Playing a loop's check episode against a scripted policy that records what it generated.
+
+The episode runs as in a real run: the loop is built from the run's config, and the episode goes through a
+`RolloutManager` of `local_rollout_session` (its tools and sandbox attached), so what the checks see is what
+training would see. Only the policy is scripted (`RecordingPolicy`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.config.schema import AgentRLConfig
+from agentrl.loops.base import AgentLoopBase
+from agentrl.loops.conformance.case import LoopCheckCase
+from agentrl.loops.context import AgentContext
+from agentrl.loops.local_session import local_rollout_session
+from agentrl.loops.manager import RolloutManager
+from agentrl.loops.testing import ScriptedOutput, ScriptedPolicy
+from agentrl.rollout.protocol import SamplingParams
+from agentrl.types import Trajectory
+
+VERSION = 7
+"""The policy version the scripted policy reports (not 0, so that a loop that fills in a default is caught)."""
+TEMPERATURE = 0.7
+"""The sampling temperature of the check's episodes (not 1.0, so that a loop that drops it is caught)."""
+
+
+@dataclass
+class Generated:
+    """One reply of the scripted policy: its tokens and the logprob of each, exactly as returned."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+
+
+class RecordingPolicy:
+    """A scripted policy that reports `VERSION`, a distinct logprob for every token it generates (so that tokens
+    appended anywhere but verbatim are told apart), and records each reply. `delay_s` slows every call after the
+    first (for cancellation); `fail_with` raises on every call."""
+
+    def __init__(self, tokenizer: Any, case: LoopCheckCase, delay_s: float = 0.0, fail_with: Exception | None = None):
+        self.scripted = ScriptedPolicy(tokenizer, [case.reply], fail_with=fail_with)
+        self.delay_s = delay_s
+        self.replies: list[Generated] = []
+        self.started = asyncio.Event()
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
+    ) -> ScriptedOutput:
+        if self.replies and self.delay_s:
+            self.started.set()
+            await asyncio.sleep(self.delay_s)
+        out = await self.scripted.generate(prompt_ids, sampling, session_id)
+        first = sum(len(r.token_ids) for r in self.replies)
+        out.logprobs = [-(first + i + 1) / 1024 for i in range(len(out.token_ids))]
+        out.policy_version = VERSION
+        self.replies.append(Generated(list(out.token_ids), list(out.logprobs)))
+        return out
+
+    async def generate_stream(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        session_id: str | None = None,
+        *,
+        on_tokens: Callable[[list[int]], Awaitable[None]],
+    ) -> ScriptedOutput:
+        out = await self.generate(prompt_ids, sampling, session_id)
+        for token in out.token_ids:
+            await on_tokens([token])
+        return out
+
+
+@dataclass
+class Episode:
+    """A played episode: its trajectory, the policy's replies, and the tool schemas the model was offered."""
+
+    trajectory: Trajectory
+    policy: RecordingPolicy
+    tools: list[dict[str, Any]] | None = None
+    contexts: list[AgentContext] = field(default_factory=list)
+
+
+class CheckedLoop:
+    """The loop under check: its class, the case it declared and the tokenizer, and ways to play episodes."""
+
+    def __init__(self, loop: type[AgentLoopBase], name: str, case: LoopCheckCase, tokenizer: Any):
+        self.cls, self.name, self.case, self.tokenizer = loop, name, case, tokenizer
+
+    def config(self, **agent: Any) -> AgentRLConfig:
+        """The run's config for the check's episodes (`agent` overrides `agent:` settings such as budgets)."""
+        data = merged(
+            {
+                "agent": {"name": self.name, "max_turns": 8, "max_total_tokens": 4096},
+                "rollout": {"temperature": TEMPERATURE, "n": 1, "max_tokens": 24, "max_model_len": 4096},
+            },
+            self.case.config,
+        )
+        data["agent"].update(agent)
+        return AgentRLConfig.model_validate(data)
+
+    @contextlib.asynccontextmanager
+    async def manager(self, policy: RecordingPolicy, **agent: Any) -> AsyncIterator[RolloutManager]:
+        """A rollout manager for the check's config, with this loop (built as a run builds it) under its name."""
+        cfg = self.config(**agent)
+        async with local_rollout_session(cfg, policy, self.tokenizer) as manager:
+            manager.use_loop(self.name, self.cls(cfg.agent))  # also when the class is registered under no name
+            yield manager
+
+    async def play(self, delay_s: float = 0.0, fail_with: Exception | None = None, **agent: Any) -> Episode:
+        """Play the case's episode to its end (loop failures end up on the trajectory, as in a run)."""
+        policy = RecordingPolicy(self.tokenizer, self.case, delay_s=delay_s, fail_with=fail_with)
+        async with self.manager(policy, **agent) as manager:
+            contexts = _record_contexts(manager)
+            traj = await manager.run_one(self.case.sample, group_id="check")
+        tools = contexts[0].tool_schemas if contexts else None
+        return Episode(traj, policy, tools, contexts)
+
+
+def _record_contexts(manager: RolloutManager) -> list[AgentContext]:
+    """The contexts the manager builds from now on (after its own setup hook ran on each)."""
+    seen: list[AgentContext] = []
+    setup = manager.setup_context
+
+    async def record(ctx: AgentContext) -> None:
+        if setup is not None:
+            result = setup(ctx)
+            if asyncio.iscoroutine(result):
+                await result
+        seen.append(ctx)
+
+    manager.setup_context = record
+    return seen
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over`'s settings over `base`'s, nested dicts merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+__all__ = ["TEMPERATURE", "VERSION", "CheckedLoop", "Episode", "Generated", "RecordingPolicy", "merged"]
