@@ -15,7 +15,6 @@ from agentrl.loops.context import AgentContext
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.types import Message, Sample, Segment, Trajectory
 
-
 SEAMS = {
     "openai_agent": "a refused call's prompt stays in the step sample past the token budget, and a cancelled "
     "episode's gateway call goes on generating",
