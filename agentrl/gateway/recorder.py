@@ -94,9 +94,10 @@ class SessionRecorder:
     @property
     def generated_steps(self) -> list[Trajectory]:
         """The step samples holding a generation: the ones to train on (a step sample whose only call was refused
-        or failed holds nothing but a prompt)."""
+        or failed holds nothing but a prompt), each ending with its last reply: the prompt of a later call that was
+        refused (over the token budget) or failed is no part of what the policy saw and answered."""
         answered = {c.step for c in self.calls if c.output_ids}
-        return [step for index, step in enumerate(self.steps) if index in answered]
+        return [_answered_part(step) for index, step in enumerate(self.steps) if index in answered]
 
     @property
     def num_tokens(self) -> int:
@@ -215,6 +216,15 @@ class SessionRecorder:
             return rendered.model_copy(update={"tool_calls": [call.to_dict() for call in calls]})
         text = "\n".join(t for t in (str(rendered.content or "").strip(), self.parser.format_calls(calls)) if t)
         return rendered.model_copy(update={"content": text, "tool_calls": None})
+
+
+def _answered_part(step: Trajectory) -> Trajectory:
+    """`step` up to its last generated segment and its last assistant message (a copy, when anything follows)."""
+    last = max(i for i, seg in enumerate(step.segments) if seg.trainable or seg.role == "assistant")
+    replied = max((i for i, m in enumerate(step.messages) if m.role == "assistant"), default=len(step.messages) - 1)
+    if last == len(step.segments) - 1 and replied == len(step.messages) - 1:
+        return step
+    return step.model_copy(update={"segments": step.segments[: last + 1], "messages": step.messages[: replied + 1]})
 
 
 def _tool_call(call: dict[str, Any]) -> ToolCall:

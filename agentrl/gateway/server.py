@@ -73,7 +73,10 @@ class Gateway:
         lookup = self._lookup if self.on_demand else self.sessions.get
         close = self._close_by_id if self.on_demand else None
         app = build_app(lookup, lambda: self.llm, self.model_name, close)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        # handler_cancellation: a call whose agent went away (cancelled, timed out) stops generating at once
+        self._runner = web.AppRunner(
+            app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

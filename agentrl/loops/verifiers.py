@@ -99,7 +99,8 @@ def rollout_input(sample: Sample) -> dict[str, Any]:
         return json.loads(json.dumps(row))  # a copy: the environment may change its input
     prompt = [m.to_openai() for m in sample.prompt]
     answer = "" if sample.ground_truth is None else str(sample.ground_truth)
-    return {"prompt": prompt, "answer": answer, "info": dict(sample.extra_info), "example_id": 0, "task": "default"}
+    # no "task": verifiers reads a task as a JSON object and refuses a plain string (its datasets' rows have none)
+    return {"prompt": prompt, "answer": answer, "info": dict(sample.extra_info), "example_id": 0}
 
 
 def raise_if_errored(state: Any, client: TurnClient) -> None:

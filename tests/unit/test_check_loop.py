@@ -15,20 +15,8 @@ from agentrl.loops.context import AgentContext
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.types import Message, Sample, Segment, Trajectory
 
-SEAMS = {
-    "openai_agent": "a refused call's prompt stays in the step sample past the token budget, and a cancelled "
-    "episode's gateway call goes on generating",
-    "verifiers": "a sample from a file is sent with task='default', which verifiers refuses",
-}
 
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=SEAMS[n])) if n in SEAMS else n
-        for n in LOOPS.builtin_names()
-    ],
-)
+@pytest.mark.parametrize("name", LOOPS.builtin_names())
 def test_every_built_in_loop_keeps_the_loop_contract(name, tokenizer):
     case = get_loop_class(name).check_case()
     if case.needs:  # played where they run: tests/integration/test_check_loop_real.py
@@ -143,3 +131,8 @@ def test_a_case_the_loop_cannot_play_is_reported_with_what_to_fix(tokenizer):
     _, problems = loop_problems(NeedsCandidates, tokenizer)
     assert len(problems) == 1 and problems[0].startswith("play: the check episode failed")
     assert "extra_info.candidates" in problems[0]
+
+
+def test_the_guide_s_example_loop_keeps_the_contract_with_its_own_case(tokenizer):
+    name, problems = loop_problems("examples.custom_loop:GuessNumberLoop", tokenizer)
+    assert problems == [] and name == "examples.custom_loop:GuessNumberLoop"
