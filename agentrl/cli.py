@@ -114,7 +114,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         tokenizer = load_tokenizer(resolve_model(model))
     dotted = [f"{key}={value}" for key, value in options.items()]
     config = OmegaConf.to_container(OmegaConf.from_dotlist(dotted)) if dotted else None
-    name, problems = loop_problems(loop, tokenizer, config)  # type: ignore[arg-type]
+    name, problems = loop_problems(loop, tokenizer, config=config)  # type: ignore[arg-type]
     for problem in problems:
         print(problem)
     print(f"{name}: {'breaks' if problems else 'keeps'} the loop contract", file=sys.stderr)

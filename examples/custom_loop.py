@@ -7,8 +7,8 @@ import re
 
 from pydantic import Field
 
-from agentrl.loops import AgentLoopBase, LoopOptions, register_loop
-from agentrl.types import Message, StopReason
+from agentrl.loops import AgentLoopBase, LoopCheckCase, LoopOptions, register_loop
+from agentrl.types import Message, Sample, StopReason
 
 
 class GuessOptions(LoopOptions):
@@ -21,6 +21,11 @@ class GuessNumberLoop(AgentLoopBase):
     (or only "Wrong." with `agent.kwargs.hints=false`)."""
 
     Options = GuessOptions  # optional: checks agent.kwargs before the run starts
+
+    @classmethod
+    def check_case(cls):  # optional: what `agentrl check` plays (default: one prompt, one reply)
+        prompt = [Message(role="user", content="Guess a number between 1 and 20.")]
+        return LoopCheckCase(sample=Sample(prompt=prompt, ground_truth="13"), reply=scripted_guess, min_turns=3)
 
     async def run(self, sample, ctx):
         secret = int(sample.ground_truth)
@@ -39,3 +44,8 @@ class GuessNumberLoop(AgentLoopBase):
             else:
                 feedback = "Higher." if int(match.group()) < secret else "Lower."
             ctx.add_messages([Message(role="user", content=feedback)])
+
+
+def scripted_guess(conversation: str) -> str:
+    """A scripted player for `check_case`: 10, then 15 after "Higher.", then 13 after "Lower."."""
+    return ["10", "15", "13"][min(2, len(re.findall(r"Higher\.|Lower\.", conversation)))]

@@ -21,12 +21,12 @@ from typing import Any
 
 from agentrl.errors import UserError
 from agentrl.loops.base import AgentLoopBase, get_loop_class
+from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.conformance.forks import fork_problems
 from agentrl.loops.conformance.lifecycle import budget_problems, cancellation_problems, failure_problems
 from agentrl.loops.conformance.play import CheckedLoop, merged
 from agentrl.loops.conformance.rewards import reward_problems
 from agentrl.loops.conformance.tokens import attribution_problems, drift_problems, verbatim_problems
-from agentrl.types import Sample
 
 
 class LoopContractError(AssertionError):
@@ -40,23 +40,24 @@ class LoopContractError(AssertionError):
 def check_loop(
     loop: str | type[AgentLoopBase],
     tokenizer: Any = None,
+    case: LoopCheckCase | None = None,
     config: dict[str, Any] | None = None,
-    sample: Sample | None = None,
 ) -> None:
     """Check that `loop` keeps the loop contract (see the module docstring).
 
     Args:
         loop: a registered loop name, a `module:Class` path, or an `AgentLoopBase` subclass.
         tokenizer: the tokenizer to play with; default: the default model's (`agentrl model prepare`).
-        config: settings over the loop's `check_case` config (nested, as in a recipe's YAML): what a loop that
-            needs a container, a browser or a server of the caller's is played with.
-        sample: the row to play instead of the case's.
+        case: what to play instead of the loop's own `check_case()` (a recipe's config, a task's sample and
+            replies: how a loop that needs a container, a browser or a server of the caller's is checked).
+        config: settings over the case's config (nested, as in a recipe's YAML; `agentrl check` passes its
+            `key=value` settings here).
 
     Raises:
         LoopContractError: listing every broken property, each with what to change.
         UserError: `loop` names no loop class.
     """
-    name, problems = loop_problems(loop, tokenizer, config, sample)
+    name, problems = loop_problems(loop, tokenizer, case, config)
     if problems:
         raise LoopContractError(name, problems)
 
@@ -64,8 +65,8 @@ def check_loop(
 def loop_problems(
     loop: str | type[AgentLoopBase],
     tokenizer: Any = None,
+    case: LoopCheckCase | None = None,
     config: dict[str, Any] | None = None,
-    sample: Sample | None = None,
 ) -> tuple[str, list[str]]:
     """`(name, problems)`: the loop's name as checked and every broken property (empty: the contract holds)."""
     cls, name = _resolve(loop)
@@ -73,8 +74,8 @@ def loop_problems(
         from agentrl.models import load_tokenizer, resolve_model
 
         tokenizer = load_tokenizer(resolve_model("default"))
-    case = cls.check_case()
-    case = replace(case, config=merged(case.config, config or {}), sample=sample or case.sample)
+    case = case or cls.check_case()
+    case = replace(case, config=merged(case.config, config or {}))
     return name, asyncio.run(_problems(CheckedLoop(cls, name, case, tokenizer)))
 
 
@@ -83,7 +84,7 @@ async def _problems(loop: CheckedLoop) -> list[str]:
     if free.trajectory.failed:
         return [
             f"play: the check episode failed ({free.trajectory.stop_reason}: {free.trajectory.error}); fix the loop, "
-            "or what check_loop plays (its check_case, or the config and sample passed to check_loop)"
+            "or what check_loop plays (its check_case, or the case and config passed to check_loop)"
         ]
     problems = [
         *verbatim_problems(free),

@@ -39,6 +39,8 @@ async def budget_problems(loop: CheckedLoop, free: Episode) -> list[str]:
                 f"{cut.stop_reason} after {cut.num_turns}: generate turns with ctx.generate, which raises "
                 "StopLoop(max_turns), and let it propagate"
             )
+    if not free.policy.replies:  # the episode never asks the policy (a reference solution): no budget to reach
+        return problems
     limit = _prompt_tokens(free.trajectory) + 2
     cut = (await loop.play(max_total_tokens=limit)).trajectory
     longest = max((s.num_tokens for s in cut.step_samples()), default=0)

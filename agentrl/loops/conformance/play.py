@@ -93,15 +93,13 @@ class CheckedLoop:
 
     def config(self, **agent: Any) -> AgentRLConfig:
         """The run's config for the check's episodes (`agent` overrides `agent:` settings such as budgets)."""
-        data = merged(
-            {
-                "agent": {"name": self.name, "max_turns": 8, "max_total_tokens": 4096},
-                "rollout": {"temperature": TEMPERATURE, "n": 1, "max_tokens": 24, "max_model_len": 4096},
-            },
-            self.case.config,
-        )
-        data["agent"].update(agent)
-        return AgentRLConfig.model_validate(data)
+        defaults = {
+            "agent": {"max_turns": 8, "max_total_tokens": 4096},
+            "rollout": {"max_tokens": 24, "max_model_len": 4096},
+        }
+        # the check's own settings win over the case's (a recipe's config, say): one episode, sampled at TEMPERATURE
+        checked = {"agent": {"name": self.name, **agent}, "rollout": {"temperature": TEMPERATURE, "n": 1, "workers": 0}}
+        return AgentRLConfig.model_validate(merged(merged(defaults, self.case.config), checked))
 
     @contextlib.asynccontextmanager
     async def manager(self, policy: RecordingPolicy, **agent: Any) -> AsyncIterator[RolloutManager]:
