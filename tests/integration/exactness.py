@@ -96,6 +96,21 @@ def _check_versions(run_dir: Path, model_path: str) -> dict[int, int]:
     return counts
 
 
+def assert_tokens_are_the_base_model_s(trajectories: list[Trajectory], model_path: str) -> int:
+    """Check every generated segment of `trajectories`, rolled out by a server holding `model_path`'s weights
+    (version 0), against those weights; returns the generated tokens checked."""
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+    rows = list(_generated_segments(trajectories))
+    assert rows, "the rollout generated nothing"
+    assert {seg.policy_version for _, seg in rows} == {0}, "a generated segment has no version, or another one"
+    for prefix, seg in rows:
+        gap = _mean_gap(base, prefix, seg)
+        assert gap < TOLERANCE, f"a segment at temperature {seg.temperature}: its logprobs are {gap:.2e} off"
+    return sum(len(seg.token_ids) for _, seg in rows)
+
+
 def _weights_differ(models: list[torch.nn.Module]) -> bool:
     """Whether any two of the versions hold different weights (a step with no reward variance changes nothing,
     and then which of those versions a token names makes no difference to what it trains)."""

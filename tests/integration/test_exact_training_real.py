@@ -1,14 +1,10 @@
-"""Exact on every path: real 2-step training runs off the default path, each checked token by token against the
-weights its recorded version names (`tests/integration/exactness.py`), with the run's own exactness metrics:
-every trained token's version known (from the server that generated it), the trainer's logprobs within 1e-3 of the
-rollout's, and the staleness bound held.
-
-- `hf`, `fully_async`, two rollout workers (Ray actors), temperature 0.7;
-- `vllm`, `sync`, two rollout workers, against the session's vLLM by URL;
-- `hf`, `sync`, two replicas at temperature 1.3, one killed (SIGKILL) while it generates and restarted, with
-  workers: its requests are sent again to the live replica, every trajectory completes valid, the pushes route
-  around it, and it takes no worker's traffic before it serves the current weights.
-(`vllm`, `fully_async` at temperature 0.7 with pushes while generations are in flight is in test_train_vllm.py.)
+"""Exact through a failover: a real 3-step training run checked token by token against the weights its recorded
+version names (`tests/integration/exactness.py`), with the run's own exactness metrics: every trained token's version
+known (from the server that generated it), the trainer's logprobs within 1e-3 of the rollout's, and the staleness
+bound held. `hf`, `sync`, two replicas at temperature 1.3, one killed (SIGKILL) while it generates and restarted,
+with workers: its requests are sent again to the live replica, every trajectory completes valid, the pushes route
+around it, and it takes no worker's traffic before it serves the current weights. (Each backend and trainer mode
+trains exactly in tests/integration/test_matrix_real.py.)
 """
 
 from __future__ import annotations
@@ -66,26 +62,6 @@ def assert_exact(run_dir, model_path: str, max_staleness: int) -> list[dict]:
     counts = assert_tokens_are_their_versions(run_dir, model_path)
     print("generated tokens checked per version:", counts)
     return steps
-
-
-def test_hf_fully_async_with_workers_at_temperature_0_7(local_ray, default_model_path, tmp_path):
-    args = [*COMMON, "trainer.mode=fully_async", "rollout.weight_update=resume", "rollout.temperature=0.7"]
-    args.append("trainer.steps=3")  # the last step trains tokens of versions 0 and 1 (rollout never stopped)
-    assert main([*args, f"output_dir={tmp_path}"]) == 0
-    steps = assert_exact(tmp_path, default_model_path, max_staleness=1)
-    assert all(m["rollout/stale_corrected"] == 0.0 for m in steps)  # nothing past the bound this time
-    temperatures = {seg.temperature for t in trained_trajectories(tmp_path) for seg in t.segments if seg.trainable}
-    assert temperatures == {0.7}
-
-
-def test_vllm_sync_with_workers(local_ray, vllm_server, default_model_path, tmp_path):
-    args = [*COMMON, "rollout.backend=vllm", f"rollout.urls=[{vllm_server.base_url}]"]
-    assert main([*args, f"output_dir={tmp_path}"]) == 0
-    steps = assert_exact(tmp_path, default_model_path, max_staleness=0)
-    assert all(m["train/rows_trained"] == 8.0 for m in steps)
-    versions = {seg.policy_version for t in trained_trajectories(tmp_path) for seg in t.segments if seg.trainable}
-    assert versions == {0, 1}  # each step sampled by the weights the step before pushed into vLLM
-    assert vllm_server.served_version() == 2
 
 
 def test_hf_sync_two_replicas_one_killed_and_restarted_with_workers(

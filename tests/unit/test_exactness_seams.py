@@ -53,3 +53,11 @@ def test_a_breach_stops_the_run_by_default_with_its_message():
 
 def test_the_staleness_bound_holds_by_default():
     assert TrainerConfig().stale_samples != "correct"
+
+
+def test_config_show_shows_a_bounded_stale_samples_and_stop_on_breach_by_default(capsys):
+    from agentrl.cli import main
+
+    assert main(["config", "show", "trainer.mode=fully_async"]) == 0
+    shown = capsys.readouterr().out
+    assert "stale_samples: drop" in shown and "on_breach: stop" in shown

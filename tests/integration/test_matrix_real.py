@@ -1,0 +1,250 @@
+"""What runs where, for real: every built-in loop × trainer mode × one or two policies (where the loop has roles) ×
+backend (`hf`, vLLM), with the real model on one server per backend for the whole module.
+
+- Each cell is first put to the run's start-up check (`run_problems`): a cell it refuses is recorded with the reason
+  it gives, and must be refused (`REFUSED` says which and why, so a refusal that appears or goes away fails).
+- The accepted cells of a loop, policies and backend roll out one sample with the smallest budgets (the loop's
+  check case; its recipe's setup where it needs Docker, a browser or a server of its own); the trainer mode does
+  not change an episode, so one rollout serves the three modes' cells. Every generated token passes the
+  per-version logprob recompute (`tests/integration/exactness.py`) against the weights the server holds.
+- One optimizer step per backend and mode, not per cell: a 2-step quickstart run at temperature 0.7, every trained
+  token checked against the weights of the version it names (`WITH_WORKERS`: over two Ray rollout workers; in
+  `fully_async` with partial rollouts, weights pushed while generations are in flight).
+- `docs/what-runs-where.md` is rendered from the cells (`render_page`); the last test fails when the committed page
+  differs from what ran (`AGENTRL_WRITE_MATRIX=1` rewrites it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrl.cli import main
+from agentrl.config import AgentRLConfig, load_config
+from agentrl.loops.base import LOOPS, get_loop_class
+from agentrl.loops.conformance.play import merged
+from agentrl.loops.hooks import run_samples
+from agentrl.loops.policy_clients import PolicyClients
+from agentrl.loops.session import rollout_session
+from agentrl.rollout.client import client_api
+from agentrl.rollout.handles import HFServer
+from agentrl.trainer.preflight import run_problems
+from agentrl.types import Sample
+from tests.integration.conftest import on_folder_weights
+from tests.integration.exactness import (
+    assert_tokens_are_the_base_model_s,
+    assert_tokens_are_their_versions,
+    keep_every_version,
+    step_metrics,
+)
+
+pytestmark = pytest.mark.integration
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "what-runs-where.md"
+MODES = ("sync", "async", "fully_async")
+BACKENDS = ("hf", "vllm")
+RECIPES = {"swe_agent": "swe_easy", "harbor_agent": "harbor", "harbor_oracle": "harbor", "gui_agent": "gui_agent",
+           "openenv": "openenv"}  # fmt: skip
+"""The loops that need Docker, a browser or a server of their own play their recipe's setup."""
+REFUSED: dict[tuple[str, str], str] = {}
+"""(loop, policies) -> what the start-up check says, for the cells it refuses (in every mode and backend)."""
+CELLS: dict[tuple[str, str, str, str], str] = {}
+"""(loop, policies, backend, mode) -> "tested" or "refused: <reason>", filled as the cells run."""
+
+
+def policy_settings(loop: str) -> list[str]:
+    return ["one", "two"] if len(get_loop_class(loop).roles) >= 2 else ["one"]
+
+
+CASES = [(loop, policies) for loop in LOOPS.builtin_names() for policies in policy_settings(loop)]
+
+
+def cell_config(loop: str, policies: str, backend: str, mode: str, url: str, rows: Path, sample: Sample) -> dict:
+    """The cell's run config: the loop's own setup, the smallest budgets, the backend's server by URL."""
+    own = setup_config(loop)
+    rows.write_text(sample.to_json() + "\n")
+    cell = {
+        "agent": {"name": loop, "max_turns": 2},
+        "rollout": {"backend": backend, "urls": [url], "n": 1, "max_tokens": 12, "temperature": 0.7, "workers": 0},
+        "trainer": {"mode": mode, "steps": 1},
+        "data": {"train_files": [str(rows)], "eval_files": [], "batch_size": 1},
+    }
+    if policies == "two":
+        roles = get_loop_class(loop).roles
+        cell["policies"] = {"first": {}, "second": {}}
+        cell["agent"]["roles"] = {roles[0]: "first", roles[1]: "second"}
+    return merged(own, cell)
+
+
+def setup_config(loop: str) -> dict[str, Any]:
+    if loop in RECIPES:
+        data = load_config(RECIPES[loop]).model_dump(mode="json", by_alias=True)
+        data.pop("policies", None)
+        return data
+    return merged({"reward": {"components": []}}, get_loop_class(loop).check_case().config)
+
+
+def setup_sample(loop: str, easy_task: Any) -> Sample:
+    if loop == "swe_agent":
+        return easy_task.to_sample()
+    if loop in RECIPES:
+        samples = run_samples(load_config(RECIPES[loop]), "train")
+        wanted = {"harbor": "agentrl/hello-file", "gui_agent": "click-test"}.get(RECIPES[loop])
+        return next(s for s in samples if wanted in (None, s.id, s.extra_info.get("task")))
+    return get_loop_class(loop).check_case().sample
+
+
+@pytest.fixture(scope="module")
+def servers(request, hf_server_url, default_model_path):
+    """The URL of the module's server of a backend (started on first use, the session's), serving the model
+    folder's weights (version 0) when first asked."""
+    urls: dict[str, str] = {}
+
+    def url(backend: str) -> str:
+        if backend not in urls:
+            if backend == "hf":
+                urls[backend] = on_folder_weights(HFServer(hf_server_url), default_model_path).base_url
+            else:
+                vllm = request.getfixturevalue("vllm_session_server")
+                urls[backend] = on_folder_weights(vllm, default_model_path).base_url
+        return urls[backend]
+
+    return url
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("loop", "policies"), CASES)
+async def test_each_loop_rolls_out_exactly_where_the_start_up_check_lets_it(
+    loop, policies, backend, servers, easy_task, default_tokenizer, default_model_path, tmp_path, request
+):
+    if backend == "vllm":
+        request.getfixturevalue("vllm_installed")
+    url, sample = servers(backend), setup_sample(loop, easy_task)
+    accepted = None
+    for mode in MODES:
+        data = cell_config(loop, policies, backend, mode, url, tmp_path / "rows.jsonl", sample)
+        problems = run_problems(AgentRLConfig.model_validate(data))
+        expected = REFUSED.get((loop, policies))
+        if expected is not None:
+            assert any(expected in p for p in problems), (loop, policies, mode, problems)
+            CELLS[(loop, policies, backend, mode)] = f"refused: {expected}"
+            continue
+        assert not problems, (loop, policies, backend, mode, problems)
+        accepted = data
+    if accepted is None:
+        return
+    cfg = AgentRLConfig.model_validate(accepted)
+    llm = _client([url], backend, policies)
+    async with _opened(llm), rollout_session(cfg, llm, default_tokenizer) as manager:
+        (traj,) = await manager.run([sample])
+    assert not traj.failed, (traj.stop_reason, traj.error)
+    if loop != "harbor_oracle":  # the reference solution asks the policy nothing
+        assert assert_tokens_are_the_base_model_s([traj], default_model_path) > 0
+    for mode in MODES:
+        CELLS[(loop, policies, backend, mode)] = "tested"
+
+
+def _client(urls: list[str], backend: str, policies: str) -> Any:
+    from agentrl.rollout.client import LLMClient
+
+    if policies == "one":
+        return LLMClient(urls, api=client_api(backend))
+    return PolicyClients({name: LLMClient(urls, api=client_api(backend)) for name in ("first", "second")})
+
+
+@contextlib.asynccontextmanager
+async def _opened(llm: Any) -> AsyncIterator[None]:
+    clients = llm.clients.values() if isinstance(llm, PolicyClients) else [llm]
+    try:
+        yield
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+WITH_WORKERS = {("hf", "fully_async"), ("vllm", "sync")}
+"""The training steps whose episodes run on two Ray rollout workers (the others in the trainer's process)."""
+TRAINED: dict[tuple[str, str], dict[int, int]] = {}
+"""(backend, mode) -> the trained tokens checked per version, filled by the training steps."""
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_optimizer_step_per_backend_and_mode_trains_exactly(
+    backend, mode, servers, local_ray, default_model_path, tmp_path, monkeypatch, request
+):
+    if backend == "vllm":
+        request.getfixturevalue("vllm_installed")
+    keep_every_version(monkeypatch)  # each version's weights, for the token-by-token check
+    args = ["train", "recipe=quickstart", f"rollout.backend={backend}", f"rollout.urls=[{servers(backend)}]"]
+    args += [f"trainer.mode={mode}", "trainer.steps=2", "trainer.save_every=1", "trainer.lr=1e-4"]
+    args += ["data.batch_size=2", "rollout.n=2", "rollout.max_tokens=16", "rollout.temperature=0.7"]
+    args += ["data.eval_files=[]", "trainer.skip_zero_advantage=false", f"output_dir={tmp_path}"]
+    if mode == "fully_async":
+        args += ["rollout.weight_update=resume"]  # pushes while generations are in flight: partial rollouts
+    if (backend, mode) in WITH_WORKERS:
+        args += ["rollout.workers=2", "rollout.num_cpus_per_worker=0.5"]
+    assert main(args) == 0
+    for m in step_metrics(tmp_path):
+        assert m["rollout/version_known"] == 1.0 and m.get("train/mismatch_lag/0", 0.0) < 1e-3
+        assert m["rollout/staleness_max"] <= (0 if mode == "sync" else 1)
+    TRAINED[(backend, mode)] = assert_tokens_are_their_versions(tmp_path, default_model_path)
+
+
+def test_the_what_runs_where_page_is_what_ran():
+    expected = [(loop, pol, backend, mode) for loop, pol in CASES for backend in BACKENDS for mode in MODES]
+    if set(CELLS) != set(expected) or len(TRAINED) != len(BACKENDS) * len(MODES):
+        pytest.skip("not every cell ran in this session (a -k selection, or vLLM missing)")
+    page = render_page(CELLS, TRAINED)
+    if os.environ.get("AGENTRL_WRITE_MATRIX"):
+        PAGE.write_text(page)
+    assert PAGE.read_text() == page, "docs/what-runs-where.md differs from what ran: AGENTRL_WRITE_MATRIX=1 rewrites it"
+
+
+def render_page(cells: dict[tuple[str, str, str, str], str], trained: dict[tuple[str, str], dict[int, int]]) -> str:
+    """The page: one row per loop and policies, one column per backend and mode."""
+    columns = [(b, m) for b in BACKENDS for m in MODES]
+    lines = [
+        "# What runs where",
+        "",
+        "<!-- generated by tests/integration/test_matrix_real.py from the cells that ran: do not edit by hand -->",
+        "",
+        "Every built-in loop, in every trainer mode, with one policy or (a loop with roles) two, on each backend,",
+        "run for real on CPU by the integration tests (`tests/integration/test_matrix_real.py`): a cell is *tested*",
+        "when its episode rolled out with the real model and every generated token's logprob matched the weights of",
+        "its version, or *refused* at start with the reason the start-up check gives. One optimizer step per backend",
+        "and mode trained exactly (every trained token checked against the weights its version names). Nothing here",
+        "ran on a GPU: every cell is not verified on a GPU.",
+        "",
+        "| loop | policies | " + " | ".join(f"{b} {m}" for b, m in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
+    ]
+    reasons: dict[str, int] = {}
+    for loop, policies in CASES:
+        row = []
+        for backend, mode in columns:
+            status = cells[(loop, policies, backend, mode)]
+            if status.startswith("refused: "):
+                note = reasons.setdefault(status.removeprefix("refused: "), len(reasons) + 1)
+                status = f"refused ({note})"
+            row.append(status)
+        lines.append(f"| `{loop}` | {policies} | " + " | ".join(row) + " |")
+    if reasons:
+        lines += ["", "Refusals:", "", *[f"{n}. {reason}" for reason, n in reasons.items()]]
+    else:
+        lines += ["", "No cell is refused."]
+    lines += ["", "Training steps (quickstart, 2 steps, trained tokens checked per version):", ""]
+    lines += [f"- {b} {m}: tested" for b, m in columns if (b, m) in trained]
+    lines += [
+        "",
+        "Trees (`rollout.tree`) are not a column: they train in `trainer.mode=sync` with one policy, on forkable",
+        "loops (the start-up check refuses the rest); LoRA adapters are served by the `hf` backend only. Which runs",
+        "check exactness token by token: [Exactness](concepts/exactness.md).",
+        "",
+    ]
+    return "\n".join(lines)
