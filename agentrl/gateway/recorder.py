@@ -38,6 +38,8 @@ class CallRecord:
         finish_reason: `stop`, `length` or `tool_calls` (None: the call failed before generating).
         step: the step sample it belongs to.
         prefix_matched: the request extended the recorded conversation (its earlier tokens were reused).
+        answered: (segments, messages) of its step sample once its reply was recorded (None: unanswered): what a
+            later call that was refused or failed leaves of the step sample it extended.
     """
 
     num_messages: int
@@ -48,6 +50,7 @@ class CallRecord:
     finish_reason: str | None = None
     step: int = 0
     prefix_matched: bool = False
+    answered: tuple[int, int] | None = None
 
 
 @dataclass
@@ -96,8 +99,8 @@ class SessionRecorder:
         """The step samples holding a generation: the ones to train on (a step sample whose only call was refused
         or failed holds nothing but a prompt), each ending with its last reply: the prompt of a later call that was
         refused (over the token budget) or failed is no part of what the policy saw and answered."""
-        answered = {c.step for c in self.calls if c.output_ids}
-        return [_answered_part(step) for index, step in enumerate(self.steps) if index in answered]
+        answered = {c.step: c.answered for c in self.calls if c.answered is not None}  # each step's last answer
+        return [_cut(step, answered[index]) for index, step in enumerate(self.steps) if index in answered]
 
     @property
     def num_tokens(self) -> int:
@@ -160,6 +163,8 @@ class SessionRecorder:
         call.logprobs = logprobs if len(logprobs) == len(call.output_ids) else None
         call.policy_version = pieces[-1][2]
         self._builder.trajectory.num_turns += 1
+        if call.output_ids:
+            call.answered = (len(self._builder.trajectory.segments), len(self._builder.trajectory.messages))
         parsed = self.parser.parse(raw) if parse_tool_calls else None
         calls = [
             type(c)(id=f"call_{len(self.calls) - 1}_{i}", name=c.name, arguments=c.arguments, raw=c.raw)
@@ -218,13 +223,12 @@ class SessionRecorder:
         return rendered.model_copy(update={"content": text, "tool_calls": None})
 
 
-def _answered_part(step: Trajectory) -> Trajectory:
-    """`step` up to its last generated segment and its last assistant message (a copy, when anything follows)."""
-    last = max(i for i, seg in enumerate(step.segments) if seg.trainable or seg.role == "assistant")
-    replied = max((i for i, m in enumerate(step.messages) if m.role == "assistant"), default=len(step.messages) - 1)
-    if last == len(step.segments) - 1 and replied == len(step.messages) - 1:
+def _cut(step: Trajectory, counts: tuple[int, int]) -> Trajectory:
+    """`step` up to its last answered call (a copy, when a later call added to it)."""
+    segments, messages = counts
+    if segments == len(step.segments) and messages == len(step.messages):
         return step
-    return step.model_copy(update={"segments": step.segments[: last + 1], "messages": step.messages[: replied + 1]})
+    return step.model_copy(update={"segments": step.segments[:segments], "messages": step.messages[:messages]})
 
 
 def _tool_call(call: dict[str, Any]) -> ToolCall:

@@ -78,6 +78,12 @@ class AgentLoopBase(ABC):
         """Run one trajectory for `sample` and return `ctx.trajectory`."""
 
     @classmethod
+    def plays_several_roles(cls, cfg: AgentRLConfig) -> bool:
+        """Whether an episode of the run `cfg` is played by several roles, each trained on its own reward
+        (`Segment.player`); default: whether the loop declares two roles or more."""
+        return len(cls.roles) >= 2
+
+    @classmethod
     def check_case(cls) -> LoopCheckCase:
         """The episode `check_loop` plays to check this loop against the loop contract: its config, sample and the
         scripted policy's replies, and what it needs beyond this process. Override it when the loop needs options,

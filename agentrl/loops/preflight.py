@@ -139,6 +139,11 @@ def tree_problems(cfg: AgentRLConfig) -> list[str]:
             "forks: single_turn, gym, tool_agent, swe_agent, harbor_agent and textarena do); run it without "
             "rollout.tree"
         )
+    if loop.plays_several_roles(cfg):
+        problems.append(
+            f"rollout.tree: an episode of the {loop.__name__} loop is played by several roles, each trained on its own "
+            "reward, and trees do not credit a node per role yet; run it without rollout.tree"
+        )
     if cfg.env.enabled:
         from agentrl.envs.gym import fork_problem  # imports gymnasium: only for runs that use an environment
 

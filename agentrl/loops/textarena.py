@@ -63,10 +63,15 @@ class TextArenaLoop(SteppedLoop):
 
     Options = TextArenaOptions
     roles = ("player", "opponent")
+    own_reward = "the TextArena game's own rewards (each side's its own)"
 
     @classmethod
     def environment_form(cls, cfg: AgentRLConfig) -> str:
         return f"TextArena game {cfg.agent.kwargs.get('env_id')!r} (agent.kwargs.env_id)"
+
+    @classmethod
+    def plays_several_roles(cls, cfg: AgentRLConfig) -> bool:
+        return int(cfg.agent.kwargs.get("num_players", 1)) >= 2
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:

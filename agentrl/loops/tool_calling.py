@@ -41,7 +41,11 @@ class ToolAgentLoop(SteppedLoop):
     def check_case(cls) -> LoopCheckCase:
         """A calculator call in hermes format, then the answer."""
         sample = Sample(prompt=[Message(role="user", content="What is 12 * 34?")])
-        config = {"tools": [{"class": "calculator"}], "agent": {"tool_parser": "hermes"}}
+        config = {
+            "tools": [{"class": "calculator"}],
+            "agent": {"tool_parser": "hermes"},
+            "rollout": {"max_tokens": 128},
+        }
         return LoopCheckCase(config=config, sample=sample, reply=_check_reply, min_turns=2)
 
     def __init__(self, config: AgentConfig | None = None, interaction: Interaction | None = None, **kwargs: Any):

@@ -64,17 +64,22 @@ def check_batch(trajectories: Sequence[Trajectory], backend: str) -> None:
                     check_trainable(sample, segment, f"the {backend} server")
 
 
-def exactness_metrics(trajectories: Sequence[Trajectory], version: int, step_metrics: dict[str, float]) -> dict:
-    """`rollout/version_known` (share of trained tokens whose version the server reported: must be 1.0) and
-    `train/mismatch_lag/<k>` (mean |rollout − trainer logprob| of the tokens k versions old), from `policy_step`'s
-    per-version figures in `step_metrics` (which are removed from it)."""
+def version_known(trajectories: Sequence[Trajectory]) -> float:
+    """The share of the trained tokens of `trajectories` whose version the server reported (must be 1.0)."""
     known = total = 0
     for sample in (s for t in trajectories for s in t.step_samples()):
         for segment in sample.segments:
             if segment.trainable:
                 total += len(segment.token_ids)
                 known += len(segment.token_ids) if segment.policy_version is not None else 0
-    out: dict[str, float] = {VERSION_KNOWN: known / total if total else 1.0}
+    return known / total if total else 1.0
+
+
+def exactness_metrics(trajectories: Sequence[Trajectory], version: int, step_metrics: dict[str, float]) -> dict:
+    """`rollout/version_known` (share of trained tokens whose version the server reported: must be 1.0) and
+    `train/mismatch_lag/<k>` (mean |rollout − trainer logprob| of the tokens k versions old), from `policy_step`'s
+    per-version figures in `step_metrics` (which are removed from it)."""
+    out: dict[str, float] = {VERSION_KNOWN: version_known(trajectories)}
     for key in [k for k in step_metrics if k.startswith(MISMATCH_BY_VERSION)]:
         lag = version - int(key[len(MISMATCH_BY_VERSION) :])
         out[f"train/mismatch_lag/{lag}"] = step_metrics.pop(key)

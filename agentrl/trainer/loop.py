@@ -32,7 +32,7 @@ from agentrl.trainer.exactness import ExactnessBreachError, exactness_breaches, 
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.preflight import tis_cap, untrained_root_warning, validate_run
 from agentrl.trainer.progress import StepProgress
-from agentrl.trainer.staleness import split_stale, staleness, staleness_metrics
+from agentrl.trainer.staleness import split_stale, staleness_metrics
 from agentrl.types import Trajectory
 
 
@@ -242,15 +242,15 @@ class Trainer:
         if t.stale_samples == "drop":
             trainable = fresh
         metrics: dict[str, Any] = {**batch.metrics, **rollout_metrics(batch.generated, batch.timings["rollout_s"])}
-        metrics["rollout/staleness_mean"] = _mean([staleness(traj, self.version) for traj in trainable])
         metrics.update(staleness_metrics(trainable, self.version))
         metrics["rollout/stale_trajectories"] = float(len(stale))
         metrics["rollout/empty_trajectories"] = float(empty_count(batch.generated))
         metrics.update(self.policies.failover_metrics())
         metrics.update(self.policies.reward_metrics(batch.generated, "rollout"))
+        metrics.update(self.policies.known_versions(trainable))
+        self._check_exactness(metrics, batch.step, batch.generated)  # before the update: a breach trains nothing
         started = time.perf_counter()
         metrics.update(self.policies.step(trainable, self.version))
-        self._check_exactness(metrics, batch.step, batch.generated)
         self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)
         train_s = time.perf_counter() - started
         metrics["perf/weight_sync_s"] = self.policies.push(batch.step)
@@ -268,8 +268,8 @@ class Trainer:
         if breaches and t.on_breach == "stop":
             saved = self._save_trajectories(step, list(generated)) if generated else None
             raise ExactnessBreachError(
-                f"step {step} broke the exactness contract; the run stopped, and the update on it is neither pushed "
-                f"nor saved: {'; '.join(breaches.values())}. "
+                f"step {step} broke the exactness contract, so the run stopped before training on it: "
+                f"{'; '.join(breaches.values())}. "
                 + (f"The step's trajectories are in {saved}. " if saved else "")
                 + "trainer.on_breach=warn trains on such data anyway."
             )

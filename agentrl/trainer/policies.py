@@ -20,7 +20,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.loops.player_views import player_rows
 from agentrl.trainer.backend import TrainBackend
-from agentrl.trainer.exactness import check_batch, exactness_metrics
+from agentrl.trainer.exactness import VERSION_KNOWN, check_batch, exactness_metrics, version_known
 from agentrl.trainer.policy_batches import policy_batches, policy_reward_metrics
 from agentrl.trainer.tree_advantages import record_node_advantages
 from agentrl.types import Trajectory
@@ -130,6 +130,15 @@ class Policies:
         """Push every learning policy's weights to its servers as `version`; the seconds it took."""
         assert all(r.backend is not None and r.sync is not None for r in self.learning)
         return sum(r.sync.push(r.backend.state_dict(), version=version) for r in self.learning)
+
+    def known_versions(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        """`rollout/version_known` of each learning policy's share of `trajectories` (`rollout/<name>/...` with
+        several), before any update: what the exactness check needs to stop a step before it trains."""
+        rows = player_rows(trajectories)
+        if not self.several:
+            return {VERSION_KNOWN: version_known(rows)}
+        batches = policy_batches(rows, [r.name for r in self.runtimes])
+        return {_for_policy(VERSION_KNOWN, r.name): version_known(batches[r.name]) for r in self.learning}
 
     def step(self, trajectories: list[Trajectory], version: int) -> dict[str, Any]:
         """One update of every learning policy on its share of `trajectories`: the train/* and exactness metrics

@@ -132,6 +132,12 @@ def turn_credit_problems(cfg: AgentRLConfig) -> list[str]:
     except UserError:
         return []  # reported by the agent and trainer checks
     problems = []
+    if loop.plays_several_roles(cfg):
+        problems.append(
+            f"trainer.advantage={name} credits each turn, but the {loop_name(cfg)} loop's episodes are played by "
+            "several roles, each trained on its own reward, which per-turn credit does not keep apart yet: use an "
+            "outcome estimator (trainer.advantage=grpo, rloo, ...)"
+        )
     if not loop.records_turns:
         problems.append(
             f"trainer.advantage={name} credits each turn with its own reward, but the loop {loop_name(cfg)} records "

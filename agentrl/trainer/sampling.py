@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from agentrl.errors import UserError
+from agentrl.loops.player_views import player_rows
 from agentrl.types import Trajectory
 
 
@@ -29,13 +30,15 @@ def group_by_id(trajectories: Sequence[Trajectory]) -> dict[str, list[Trajectory
 
 
 def has_reward_variance(group: Sequence[Trajectory]) -> bool:
-    """True when the group's rewards are not all equal (0 < std); a group of one never has variance.
+    """True when the group's rewards are not all equal (0 < std); a group of one never has variance. An episode of
+    several roles counts each role's reward (`agentrl.loops.player_views`): in self-play the winner's and the
+    loser's differ even when player 0 always wins.
 
     Raises:
         UserError: a member has no reward.
     """
     rewards = []
-    for traj in group:
+    for traj in player_rows(list(group)):
         if traj.reward is None:
             raise UserError(f"trajectory {traj.id} has no reward; score groups before dynamic sampling")
         rewards.append(traj.reward)

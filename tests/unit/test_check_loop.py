@@ -65,7 +65,7 @@ class Counter:
 
 
 class SharedStateForkLoop(SteppedLoop):
-    """Breaks `fork`: its children share one mutable list of moves, so a sibling's moves leak into the other."""
+    """Breaks `fork`: its children's states share one list of moves, so a sibling's moves leak into the other."""
 
     async def begin(self, sample: Sample, ctx: AgentContext) -> Counter:
         ctx.start(sample.prompt)
@@ -84,7 +84,7 @@ class SharedStateForkLoop(SteppedLoop):
         return None
 
     async def fork_state(self, state: Counter, children: list[AgentContext]) -> list[Counter]:
-        return [state for _ in children]  # the bug: one state for every child
+        return [Counter(moves=state.moves) for _ in children]  # the bug: a shallow copy, one list of moves for all
 
     async def discard(self, state: Counter) -> None:
         return None

@@ -7,10 +7,10 @@ import pytest
 
 from agentrl.config import AgentRLConfig
 from agentrl.config.schema import TrainerConfig
-from agentrl.trainer.continuous import STARTED_VERSION, ContinuousCollector
+from agentrl.trainer.continuous import ContinuousCollector
 from agentrl.trainer.exactness import exactness_breaches
 from agentrl.trainer.loop import Trainer
-from agentrl.trainer.staleness import staleness
+from agentrl.trainer.staleness import STARTED_VERSION, staleness
 from agentrl.types import Message, Sample, Segment, Trajectory
 
 
@@ -61,3 +61,18 @@ def test_config_show_shows_a_bounded_stale_samples_and_stop_on_breach_by_default
     assert main(["config", "show", "trainer.mode=fully_async"]) == 0
     shown = capsys.readouterr().out
     assert "stale_samples: drop" in shown and "on_breach: stop" in shown
+
+
+def test_each_policy_s_known_versions_are_read_before_the_update():
+    from agentrl.trainer.policies import Policies, PolicyRuntime
+
+    def turn(policy: str, version: int | None) -> Segment:
+        return Segment(token_ids=[7, 8], trainable=True, logprobs=[-1.0, -1.0], policy_version=version, policy=policy)
+
+    episode = Trajectory(segments=[Segment(token_ids=[1], trainable=False), turn("solver", 3), turn("judge", None)])
+    policies = Policies.__new__(Policies)
+    policies.several = True
+    policies.runtimes = [PolicyRuntime(name, AgentRLConfig(), "", True) for name in ("solver", "judge")]
+    known = policies.known_versions([episode])
+    assert known == {"rollout/solver/version_known": 1.0, "rollout/judge/version_known": 0.0}
+    assert "judge" in exactness_breaches(known, max_staleness=1, stale_samples="drop")["version"]

@@ -152,3 +152,28 @@ def test_self_play_trains_each_player_on_its_own_reward(tokenizer):
         mine = [a for a, trained in zip(advantages.tolist(), generated, strict=True) if trained]
         by_player["1" if "You are Player 1" in row.messages[0].content else "0"] += mine
     assert by_player["1"] and max(by_player["1"]) < 0 < min(by_player["0"])
+
+
+def test_self_play_is_refused_what_cannot_keep_the_roles_apart_yet():
+    two = ["agent.kwargs.env_id=TicTacToe-v0", "agent.kwargs.num_players=2"]
+    problems = run_problems(load_config("textarena", [*two, "rollout.tree.branch_turns=[1]"]))
+    assert any("played by several roles" in p and p.startswith("rollout.tree") for p in problems)
+    problems = run_problems(load_config("textarena", [*two, "trainer.advantage=turn_grpo"]))
+    assert any("several roles, each trained on its own reward" in p for p in problems)
+    problems = run_problems(load_config("textarena", ["reward.components=[{name: x, type: contains}]"]))
+    assert any("the TextArena game's own rewards" in p for p in problems)  # components would replace them
+    assert not run_problems(load_config("textarena", ["rollout.tree.branch_turns=[1]"]))  # a puzzle forks
+
+
+def test_a_self_play_group_varies_when_player_0_always_wins():
+    from agentrl.trainer.sampling import has_reward_variance
+    from agentrl.types import Segment
+
+    def game() -> Trajectory:
+        segments = [Segment(token_ids=[1], trainable=False)]
+        segments += [Segment(token_ids=[2], trainable=True, logprobs=[-1.0], player=p) for p in ("player", "opponent")]
+        return Trajectory(segments=segments, reward=1.0, player_rewards={"player": 1.0, "opponent": -1.0})
+
+    assert has_reward_variance([game(), game()])  # each side's reward: +1 and -1
+    failed = game().model_copy(update={"stop_reason": StopReason.ERROR, "reward": 0.0})
+    assert not has_reward_variance([failed, failed])  # a failed game has no outcome: its zero_reward stands

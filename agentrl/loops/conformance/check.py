@@ -53,6 +53,9 @@ def check_loop(
         config: settings over the case's config (nested, as in a recipe's YAML; `agentrl check` passes its
             `key=value` settings here).
 
+    It runs its own event loop (`asyncio.run`): call it outside one (from a notebook, `await asyncio.to_thread(
+    check_loop, ...)`).
+
     Raises:
         LoopContractError: listing every broken property, each with what to change.
         UserError: `loop` names no loop class.
@@ -86,6 +89,11 @@ async def _problems(loop: CheckedLoop) -> list[str]:
             f"play: the check episode failed ({free.trajectory.stop_reason}: {free.trajectory.error}); fix the loop, "
             "or what check_loop plays (its check_case, or the case and config passed to check_loop)"
         ]
+    if (turns := free.trajectory.num_turns_in_all_steps()) < loop.case.min_turns:
+        return [
+            f"play: the check episode played {turns} turns, fewer than its case's min_turns={loop.case.min_turns}, "
+            "so the budget and fork checks would test less than the case means: fix the loop or its case's replies"
+        ]
     problems = [
         *verbatim_problems(free),
         *drift_problems(free, loop.tokenizer),
@@ -93,7 +101,7 @@ async def _problems(loop: CheckedLoop) -> list[str]:
         *reward_problems(free),
     ]
     played: list[Callable[[], Awaitable[list[str]]]] = [
-        lambda: failure_problems(loop),
+        lambda: failure_problems(loop, free),
         lambda: budget_problems(loop, free),
         lambda: fork_problems(loop, free),
         lambda: cancellation_problems(loop),

@@ -9,6 +9,7 @@ import asyncio
 import pickle
 import threading
 import types
+from collections import deque
 from typing import Any
 
 from agentrl.loops.conformance.play import CheckedLoop, Episode, RecordingPolicy
@@ -34,31 +35,42 @@ async def fork_problems(loop: CheckedLoop, free: Episode) -> list[str]:
     async with loop.manager(RecordingPolicy(loop.tokenizer, loop.case)) as manager:
         stepped = manager.loop(loop.name)
         assert isinstance(stepped, SteppedLoop)
-        parent = await manager.open_context(loop.case.sample, Trajectory(group_id="check"))
+        parent = await manager.open_context(loop.sample, Trajectory(group_id="check"))
         opened = [parent]
         try:
-            state = await stepped.begin(loop.case.sample, parent)
-            for _ in range(at):
-                await stepped.step(parent, state)
-            children = parent.fork(2)
-            opened += children
-            states = await stepped.fork_state(state, children)
-            shared = shared_objects(state, states, allowed=_design_shared(stepped, parent))
-            before = [_fingerprint(obj) for _, obj, _ in shared]
-            await _finish(stepped, children[0], states[0])
-            problems = [
-                f"fork: a child's state{path} ({type(obj).__name__}) is the same object as {who} and changed while "
-                "a sibling played on: copy it in fork_state (copy.deepcopy, or a fresh one per child)"
-                for (path, obj, who), fingerprint in zip(shared, before, strict=True)
-                if _fingerprint(obj) != fingerprint
-            ]
-            await stepped.discard(state)
-            await _finish(stepped, children[1], states[1])
-            problems += _replay_problems(free.trajectory, [c.trajectory for c in children], at)
+            return await _fork_and_replay(stepped, parent, opened, free.trajectory, at)
+        except Exception as exc:  # a fork that raises is a broken property too, not a crash of the checker
+            return [f"fork: forking after turn {at} raised {type(exc).__name__}: {exc}"]
         finally:
             for ctx in opened:
                 await manager.close_context(ctx)
-    return problems
+
+
+async def _fork_and_replay(
+    stepped: SteppedLoop, parent: AgentContext, opened: list[AgentContext], free: Trajectory, at: int
+) -> list[str]:
+    state = await stepped.begin(parent.sample, parent)
+    for _ in range(at):
+        await stepped.step(parent, state)
+    children = parent.fork(2)
+    opened += children
+    states = await stepped.fork_state(state, children)
+    mutable = not isinstance(state, (*_IMMUTABLE, tuple))  # None, a number: nothing to share
+    if mutable and (any(s is state for s in states) or states[0] is states[1]):
+        await stepped.discard(state)
+        return ["fork: fork_state gave a child its parent's or its sibling's own state object: make one per child"]
+    shared = shared_objects(state, states, allowed=_design_shared(stepped, parent))
+    before = [_fingerprint(obj) for _, obj, _ in shared]
+    await _finish(stepped, children[0], states[0])
+    problems = [
+        f"fork: a child's state{path} ({type(obj).__name__}) is the same object as {who} and changed while "
+        "a sibling played on: copy it in fork_state (copy.deepcopy, or a fresh one per child)"
+        for (path, obj, who), fingerprint in zip(shared, before, strict=True)
+        if _fingerprint(obj) != fingerprint
+    ]
+    await stepped.discard(state)
+    await _finish(stepped, children[1], states[1])
+    return problems + _replay_problems(free, [c.trajectory for c in children], at)
 
 
 def shared_objects(parent: Any, children: list[Any], allowed: set[int]) -> list[tuple[str, Any, str]]:
@@ -78,18 +90,20 @@ def shared_objects(parent: Any, children: list[Any], allowed: set[int]) -> list[
 
 
 def _fingerprint(obj: Any) -> bytes | str:
+    """What `obj` holds, to tell whether it changed: its pickle, or its repr when it has none (a handle, a lock;
+    a repr rarely shows a change, so such an object's changes mostly go unseen)."""
     try:
         return pickle.dumps(obj)
-    except Exception:  # not picklable (a handle, a lock): its repr
+    except Exception:
         return repr(obj)
 
 
 def _mutable_objects(root: Any, allowed: set[int]) -> list[tuple[str, Any]]:
     """(path, object) of every mutable object reachable from `root`, breadth first, each once (tuples are walked
     into, not listed)."""
-    out, seen, queue = [], {id(root)}, [("", root)]
+    out, seen, queue = [], {id(root)}, deque([("", root)])
     while queue and len(seen) < MAX_OBJECTS:
-        path, obj = queue.pop(0)
+        path, obj = queue.popleft()
         if path and not isinstance(obj, tuple):
             out.append((path, obj))
         for key, value in _members(obj):
@@ -133,6 +147,9 @@ async def _finish(loop: SteppedLoop, ctx: AgentContext, state: Any) -> None:
             pass
     except StopLoop as stop:
         ctx.trajectory.stop_reason = stop.reason
+    except BaseException:
+        await loop.fail(ctx, state)
+        raise
     await loop.end(ctx, state)
     if ctx.trajectory.stop_reason is None:
         ctx.trajectory.stop_reason = StopReason.DONE

@@ -7,16 +7,21 @@ import asyncio
 import contextlib
 import os
 
-from agentrl.loops.conformance.play import CheckedLoop, Episode, RecordingPolicy
+from agentrl.loops.conformance.play import CheckedLoop, Episode, RecordingPolicy, recording_contexts
+from agentrl.loops.context import AgentContext
 from agentrl.types import StopReason, Trajectory
 
 SCRIPTED_FAILURE = "check_loop's scripted policy failed on purpose"
 CANCEL_WAIT_S = 10.0
 """How long the cancellation check waits for the episode to reach its first call of the policy."""
+STOP_WAIT_S = 30.0
+"""How long a cancelled episode may take to stop (it frees its sandbox, its browser)."""
 
 
-async def failure_problems(loop: CheckedLoop) -> list[str]:
+async def failure_problems(loop: CheckedLoop, free: Episode) -> list[str]:
     """A policy call that raises ends the trajectory as a failure (`Trajectory.failed`), which is never trained."""
+    if not free.policy.replies:  # the episode never asks the policy (a reference solution): nothing can raise
+        return []
     episode = await loop.play(fail_with=RuntimeError(SCRIPTED_FAILURE))
     traj = episode.trajectory
     if traj.failed:
@@ -41,12 +46,13 @@ async def budget_problems(loop: CheckedLoop, free: Episode) -> list[str]:
             )
     if not free.policy.replies:  # the episode never asks the policy (a reference solution): no budget to reach
         return problems
-    limit = _prompt_tokens(free.trajectory) + 2
+    room = max(1, min(len(r.token_ids) for r in free.policy.replies) - 1)  # less than its shortest reply needs
+    limit = _prompt_tokens(free.trajectory) + room
     cut = (await loop.play(max_total_tokens=limit)).trajectory
     longest = max((s.num_tokens for s in cut.step_samples()), default=0)
     if cut.stop_reason != StopReason.CONTEXT_OVERFLOW or longest > limit:
         problems.append(
-            f"budgets: with agent.max_total_tokens={limit} (the prompt and 2 tokens) the episode ended as "
+            f"budgets: with agent.max_total_tokens={limit} (the prompt and {room} tokens) the episode ended as "
             f"{cut.stop_reason} with a step sample of {longest} tokens, not as context_overflow within the budget: "
             "let ctx.generate size each turn to the room left and raise StopLoop(context_overflow)"
         )
@@ -54,26 +60,29 @@ async def budget_problems(loop: CheckedLoop, free: Episode) -> list[str]:
 
 
 async def cancellation_problems(loop: CheckedLoop) -> list[str]:
-    """An episode cancelled while it waits on the policy leaves no task, child process or open sandbox."""
-    tasks_before, children_before = _other_tasks(), _child_processes()
+    """An episode cancelled while it waits on the policy stops, and leaves no task, child process or open
+    sandbox."""
     policy = RecordingPolicy(loop.tokenizer, loop.case, delay_s=60.0)
-    contexts: list = []
+    contexts: list[AgentContext] = []
     async with loop.manager(policy) as manager:
-        setup = manager.setup_context
-        manager.setup_context = _recording(setup, contexts)
-        episode = asyncio.create_task(manager.run_one(loop.case.sample, group_id="check"))
+        tasks_before, children_before = _other_tasks(), _child_processes()
+        manager.setup_context = recording_contexts(manager.setup_context, contexts)
+        episode = asyncio.create_task(manager.run_one(loop.sample, group_id="check"))
         waiting = asyncio.create_task(policy.started.wait())
         await asyncio.wait([episode, waiting], timeout=CANCEL_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()
         episode.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await episode
+        done, _ = await asyncio.wait([episode], timeout=STOP_WAIT_S)
+        if not done:
+            return [
+                f"cancellation: the cancelled episode did not stop within {STOP_WAIT_S:g} s: let CancelledError "
+                "propagate (never swallow or shield it) and free what the episode holds in a finally block"
+            ]
         await asyncio.sleep(0.2)  # a task the loop started and cancelled gets to finish
-        problems = _leftovers(tasks_before, children_before, contexts)
-    return problems
+        return _leftovers(tasks_before, children_before, contexts)
 
 
-def _leftovers(tasks_before: set, children_before: set[int], contexts: list) -> list[str]:
+def _leftovers(tasks_before: set[asyncio.Task], children_before: set[int], contexts: list[AgentContext]) -> list[str]:
     problems = []
     if tasks := _other_tasks() - tasks_before:
         names = ", ".join(sorted(t.get_coro().__qualname__ for t in tasks))  # type: ignore[union-attr]
@@ -84,17 +93,6 @@ def _leftovers(tasks_before: set, children_before: set[int], contexts: list) -> 
         if ctx.sandbox is not None and not getattr(ctx.sandbox, "closed", True):
             problems.append("cancellation: the cancelled episode's sandbox is still open")
     return [f"{p}: free what the episode started in a finally block (SteppedLoop.fail does)" for p in problems]
-
-
-def _recording(setup, contexts: list):
-    async def record(ctx) -> None:
-        if setup is not None:
-            result = setup(ctx)
-            if asyncio.iscoroutine(result):
-                await result
-        contexts.append(ctx)
-
-    return record
 
 
 def _other_tasks() -> set[asyncio.Task]:

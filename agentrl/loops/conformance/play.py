@@ -21,7 +21,7 @@ from agentrl.loops.local_session import local_rollout_session
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.testing import ScriptedOutput, ScriptedPolicy
 from agentrl.rollout.protocol import SamplingParams
-from agentrl.types import Trajectory
+from agentrl.types import Sample, Trajectory
 
 VERSION = 7
 """The policy version the scripted policy reports (not 0, so that a loop that fills in a default is caught)."""
@@ -31,16 +31,18 @@ TEMPERATURE = 0.7
 
 @dataclass
 class Generated:
-    """One reply of the scripted policy: its tokens and the logprob of each, exactly as returned."""
+    """One reply of the scripted policy: its tokens, the logprob of each exactly as returned, and the temperature it
+    was sampled at."""
 
     token_ids: list[int]
     logprobs: list[float]
+    temperature: float
 
 
 class RecordingPolicy:
     """A scripted policy that reports `VERSION`, a distinct logprob for every token it generates (so that tokens
-    appended anywhere but verbatim are told apart), and records each reply. `delay_s` slows every call after the
-    first (for cancellation); `fail_with` raises on every call."""
+    appended anywhere but verbatim are told apart), and records each reply. `delay_s` slows every call (`started`
+    is set as the first one begins: for cancellation); `fail_with` raises on every call."""
 
     def __init__(self, tokenizer: Any, case: LoopCheckCase, delay_s: float = 0.0, fail_with: Exception | None = None):
         self.scripted = ScriptedPolicy(tokenizer, [case.reply], fail_with=fail_with)
@@ -51,14 +53,14 @@ class RecordingPolicy:
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
     ) -> ScriptedOutput:
-        if self.replies and self.delay_s:
-            self.started.set()
+        self.started.set()
+        if self.delay_s:
             await asyncio.sleep(self.delay_s)
         out = await self.scripted.generate(prompt_ids, sampling, session_id)
         first = sum(len(r.token_ids) for r in self.replies)
         out.logprobs = [-(first + i + 1) / 1024 for i in range(len(out.token_ids))]
         out.policy_version = VERSION
-        self.replies.append(Generated(list(out.token_ids), list(out.logprobs)))
+        self.replies.append(Generated(list(out.token_ids), list(out.logprobs), sampling.temperature))
         return out
 
     async def generate_stream(
@@ -91,6 +93,11 @@ class CheckedLoop:
     def __init__(self, loop: type[AgentLoopBase], name: str, case: LoopCheckCase, tokenizer: Any):
         self.cls, self.name, self.case, self.tokenizer = loop, name, case, tokenizer
 
+    @property
+    def sample(self) -> Sample:
+        """The case's sample, played by the checked loop whatever loop the row names (`agent_name`)."""
+        return self.case.sample.model_copy(update={"agent_name": None})
+
     def config(self, **agent: Any) -> AgentRLConfig:
         """The run's config for the check's episodes (`agent` overrides `agent:` settings such as budgets)."""
         defaults = {
@@ -114,7 +121,7 @@ class CheckedLoop:
         policy = RecordingPolicy(self.tokenizer, self.case, delay_s=delay_s, fail_with=fail_with)
         async with self.manager(policy, **agent) as manager:
             contexts = _record_contexts(manager)
-            traj = await manager.run_one(self.case.sample, group_id="check")
+            traj = await manager.run_one(self.sample, group_id="check")
         tools = contexts[0].tool_schemas if contexts else None
         return Episode(traj, policy, tools, contexts)
 
@@ -122,7 +129,12 @@ class CheckedLoop:
 def _record_contexts(manager: RolloutManager) -> list[AgentContext]:
     """The contexts the manager builds from now on (after its own setup hook ran on each)."""
     seen: list[AgentContext] = []
-    setup = manager.setup_context
+    manager.setup_context = recording_contexts(manager.setup_context, seen)
+    return seen
+
+
+def recording_contexts(setup: Callable[[AgentContext], Any] | None, seen: list[AgentContext]) -> Callable:
+    """A setup hook that runs `setup` (a manager's own, sync or async) on each context, then keeps it in `seen`."""
 
     async def record(ctx: AgentContext) -> None:
         if setup is not None:
@@ -131,8 +143,7 @@ def _record_contexts(manager: RolloutManager) -> list[AgentContext]:
                 await result
         seen.append(ctx)
 
-    manager.setup_context = record
-    return seen
+    return record
 
 
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -143,4 +154,13 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["TEMPERATURE", "VERSION", "CheckedLoop", "Episode", "Generated", "RecordingPolicy", "merged"]
+__all__ = [
+    "TEMPERATURE",
+    "VERSION",
+    "CheckedLoop",
+    "Episode",
+    "Generated",
+    "RecordingPolicy",
+    "merged",
+    "recording_contexts",
+]

@@ -55,19 +55,21 @@ def drift_problems(episode: Episode, tokenizer: Any) -> list[str]:
 
 
 def attribution_problems(episode: Episode, roles: tuple[str, ...]) -> list[str]:
-    """Every generated token carries its logprob, the version the server reported, its temperature and, in a loop
-    with several roles, the role that generated it."""
+    """Every generated token carries its logprob, the version the server reported, the temperature its reply was
+    sampled at and, in a loop with several roles, the role that generated it."""
+    sampled_at = {lp: r.temperature for r in episode.policy.replies for lp in r.logprobs}
     counts: Counter[str] = Counter()
     for step in episode.trajectory.step_samples():
         for seg in (s for s in step.segments if s.trainable and s.token_ids):
             counts["logprobs"] += seg.logprobs is None
             counts["version"] += seg.policy_version != VERSION
-            counts["temperature"] += seg.temperature != TEMPERATURE
+            temperature = sampled_at.get((seg.logprobs or [None])[0], TEMPERATURE)  # type: ignore[arg-type]
+            counts["temperature"] += seg.temperature != temperature
             counts["role"] += len(roles) > 1 and seg.player not in roles
     fixes = {
         "logprobs": "have no logprobs: keep the server's (ctx.generate does)",
         "version": f"do not carry the version the server reported ({VERSION}): keep the reply's policy_version",
-        "temperature": f"do not carry the temperature they were sampled at ({TEMPERATURE}): keep the turn's",
+        "temperature": "do not carry the temperature they were sampled at: keep the turn's",
         "role": f"carry no role of the loop's {roles}: pass player=ROLE to ctx.generate",
     }
     return [f"attribution: {n} generated segments {fixes[what]}" for what, n in counts.items() if n]
