@@ -121,7 +121,9 @@ def vllm_server(vllm_session_server, default_model_path):
 def on_folder_weights(server, model_path: str):
     """`server` after loading the weights of `model_path` as version 0, if it serves anything else."""
     if server.served_version() != 0 or server.policy_version != 0:
-        server.update_weights(model_path, version=0)
+        # the hf server loads a safetensors file; vLLM reloads the folder
+        weights = str(Path(model_path) / "model.safetensors") if server.backend == "hf" else model_path
+        server.update_weights(weights, version=0)
     return server
 
 

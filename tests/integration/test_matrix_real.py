@@ -100,19 +100,26 @@ def setup_sample(loop: str, easy_task: Any) -> Sample:
 
 
 @pytest.fixture(scope="module")
-def servers(request, hf_server_url, default_model_path):
-    """The URL of the module's server of a backend (started on first use, the session's), serving the model
-    folder's weights (version 0) when first asked."""
-    urls: dict[str, str] = {}
+def server_urls() -> dict[str, str]:
+    """The module's server of each backend, by URL, once it served the model folder's weights (version 0)."""
+    return {}
+
+
+@pytest.fixture
+def servers(server_urls, hf_server_url, default_model_path, request):
+    """The URL of the module's server of a backend (the session's; vLLM started on first use), serving the model
+    folder's weights when the module first asks for it. Through each test's own request: a module-scoped
+    fixture's request cannot start a fixture after its own setup."""
 
     def url(backend: str) -> str:
-        if backend not in urls:
+        if backend not in server_urls:
             if backend == "hf":
-                urls[backend] = on_folder_weights(HFServer(hf_server_url), default_model_path).base_url
+                server = on_folder_weights(HFServer(hf_server_url), default_model_path)
             else:
-                vllm = request.getfixturevalue("vllm_session_server")
-                urls[backend] = on_folder_weights(vllm, default_model_path).base_url
-        return urls[backend]
+                request.getfixturevalue("vllm_installed")
+                server = on_folder_weights(request.getfixturevalue("vllm_session_server"), default_model_path)
+            server_urls[backend] = server.base_url
+        return server_urls[backend]
 
     return url
 
@@ -120,10 +127,8 @@ def servers(request, hf_server_url, default_model_path):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("loop", "policies"), CASES)
 async def test_each_loop_rolls_out_exactly_where_the_start_up_check_lets_it(
-    loop, policies, backend, servers, easy_task, default_tokenizer, default_model_path, tmp_path, request
+    loop, policies, backend, servers, easy_task, default_tokenizer, default_model_path, tmp_path
 ):
-    if backend == "vllm":
-        request.getfixturevalue("vllm_installed")
     url, sample = servers(backend), setup_sample(loop, easy_task)
     accepted = None
     for mode in MODES:
@@ -176,10 +181,8 @@ TRAINED: dict[tuple[str, str], dict[int, int]] = {}
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_one_optimizer_step_per_backend_and_mode_trains_exactly(
-    backend, mode, servers, local_ray, default_model_path, tmp_path, monkeypatch, request
+    backend, mode, servers, local_ray, default_model_path, tmp_path, monkeypatch
 ):
-    if backend == "vllm":
-        request.getfixturevalue("vllm_installed")
     keep_every_version(monkeypatch)  # each version's weights, for the token-by-token check
     args = ["train", "recipe=quickstart", f"rollout.backend={backend}", f"rollout.urls=[{servers(backend)}]"]
     args += [f"trainer.mode={mode}", "trainer.steps=2", "trainer.save_every=1", "trainer.lr=1e-4"]
