@@ -208,6 +208,11 @@ class HarborOracleLoop(HarborAgentLoop):
     uses_tools = False
     forkable = False
 
+    @classmethod
+    def check_case(cls) -> LoopCheckCase:
+        """A Harbor task's container (`check_loop(..., case=...)`); its reference solution plays no turn."""
+        return LoopCheckCase(needs=frozenset({"docker"}), min_turns=0)
+
     def check_start(self, ctx: AgentContext) -> None:
         return None
 
