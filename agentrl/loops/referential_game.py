@@ -41,7 +41,6 @@ class ReferentialGameLoop(AgentLoopBase):
 
     Options = ReferentialGameOptions
     roles = ("describer", "guesser")
-    own_reward = "the referential game's outcome (agent.kwargs.format_credit shapes it)"
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:

@@ -40,7 +40,7 @@ class PolicyRewards(RewardPipeline):
             scored = [views[i] for i in played]
             await pipeline.ascore_batch(scored, [samples[i] for i in played], [boxes[i] for i in played])
             for i, view in zip(played, scored, strict=True):
-                _record(trajectories[i], policy, view)
+                _record(trajectories[i], policy, view, self.default_policy)
         return rewards
 
     async def aclose(self) -> None:
@@ -90,10 +90,25 @@ def _reply_policies(step: Trajectory, default: str) -> list[str]:
     return out
 
 
-def _record(traj: Trajectory, policy: str, view: Trajectory) -> None:
+def _record(traj: Trajectory, policy: str, view: Trajectory, default: str) -> None:
+    """The policy's own score replaces what the loop assigned it: its `policy_rewards` entry, and the reward of each
+    role it played (`player_rewards`, which its tokens train on)."""
     traj.policy_rewards[policy] = float(view.reward or 0.0)
+    for role in _roles_of(traj, policy, default):
+        traj.player_rewards[role] = traj.policy_rewards[policy]
     traj.reward_components.update({f"{policy}/{k}": v for k, v in view.reward_components.items()})
     traj.reward_details.update({f"{policy}/{k}": v for k, v in view.reward_details.items()})
+
+
+def _roles_of(traj: Trajectory, policy: str, default: str) -> set[str]:
+    """The roles (`Segment.player`) whose generated tokens `policy` produced."""
+    steps = [*traj.earlier_steps, traj]
+    return {
+        seg.player
+        for step in steps
+        for seg in step.segments
+        if seg.player is not None and seg.token_ids and seg.role == "assistant" and (seg.policy or default) == policy
+    }
 
 
 __all__ = ["PolicyRewards", "last_reply_view", "reward_pipeline"]

@@ -61,6 +61,21 @@ def test_each_policy_with_its_own_reward_is_scored_on_its_last_reply():
     assert policy_view(traj, "describer", "describer").reward == 1.0  # what the describer trains on
 
 
+def test_a_policy_s_own_reward_is_what_the_roles_it_played_train_on():
+    from agentrl.loops.player_views import player_rows
+
+    traj = game()
+    for step in (*traj.earlier_steps, traj):
+        for seg in step.segments:
+            if seg.trainable:
+                seg.player = seg.policy  # each policy plays the role of its name, as in the referential game
+    traj.player_rewards = {"describer": 0.25, "guesser": 0.75}  # the loop's outcome per role
+    reward_pipeline(load_config("quickstart", OVERRIDES)).score(traj, Sample(prompt=[], ground_truth="apple"))
+    assert traj.player_rewards == {"describer": 1.0, "guesser": 0.75}  # the section's score replaces the loop's
+    rows = {row.metadata["player"]: row.reward for row in player_rows([traj])}
+    assert rows == {"describer": 1.0, "guesser": 0.75}
+
+
 def test_a_policy_scored_in_the_episodes_own_conversation_leaves_the_episodes_reward_alone():
     """The guesser's last reply is in the trajectory's own conversation, and its component has the name of one of
     the episode's: each keeps its own."""
