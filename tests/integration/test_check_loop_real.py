@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agentrl.config import load_config
-from agentrl.loops import LoopCheckCase, check_loop
+from agentrl.loops import LoopCheckCase
+from agentrl.loops.conformance.check import loop_problems
 from agentrl.loops.hooks import run_samples
 from agentrl.types import Sample
 from tests.integration.test_swe_easy_real import gold_call
@@ -27,7 +28,7 @@ def test_the_swe_loop_keeps_the_contract_in_its_task_container(easy_task, defaul
     config, _ = recipe("swe_easy")
     config["rollout"]["max_tokens"] = 128  # room for the gold edit_line call
     case = LoopCheckCase(config=config, sample=easy_task.to_sample(), reply=gold_call(easy_task))
-    check_loop("swe_agent", default_tokenizer, case)
+    assert loop_problems("swe_agent", default_tokenizer, case)[1] == []
 
 
 @pytest.mark.parametrize("loop", ["harbor_agent", "harbor_oracle"])
@@ -36,16 +37,18 @@ def test_the_harbor_loops_keep_the_contract(loop, sandbox_base_image, default_to
     (hello,) = [s for s in samples if s.id == "agentrl/hello-file"]
     turns = 0 if loop == "harbor_oracle" else 1  # the reference solution asks the policy nothing
     case = LoopCheckCase(config=config, sample=hello, reply="I am done.", min_turns=turns)
-    check_loop(loop, default_tokenizer, case)
+    assert loop_problems(loop, default_tokenizer, case)[1] == []
 
 
 def test_the_gui_loop_keeps_the_contract_in_a_browser(default_tokenizer):
     config, samples = recipe("gui_agent")
     (page,) = [s for s in samples if s.extra_info.get("task") == "click-test"][:1]
-    check_loop("gui_agent", default_tokenizer, LoopCheckCase(config=config, sample=page, reply="click(1)"))
+    case = LoopCheckCase(config=config, sample=page, reply="click(1)")
+    assert loop_problems("gui_agent", default_tokenizer, case)[1] == []
 
 
 def test_the_openenv_loop_keeps_the_contract_against_its_server(default_tokenizer):
     pytest.importorskip("openenv.core")
     config, samples = recipe("openenv")
-    check_loop("openenv", default_tokenizer, LoopCheckCase(config=config, sample=samples[0], reply="hello"))
+    case = LoopCheckCase(config=config, sample=samples[0], reply="hello")
+    assert loop_problems("openenv", default_tokenizer, case)[1] == []
