@@ -108,18 +108,10 @@ def completion_body(prompt_ids: list[int], sampling: SamplingParams, model: str 
     body: dict[str, Any] = {
         "prompt": prompt_ids,
         "max_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k,
+        **sampling.request_fields(),
         "logprobs": 1,
         "return_token_ids": True,
     }
     if model:
         body["model"] = model
-    if sampling.stop:
-        body["stop"] = sampling.stop
-    if sampling.stop_token_ids:
-        body["stop_token_ids"] = sampling.stop_token_ids
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
     return body

@@ -27,6 +27,18 @@ class SamplingParams(BaseModel):
     stop_token_ids: list[int] = Field(default_factory=list)
     seed: int | None = None
 
+    def request_fields(self, seed_key: str = "seed") -> dict[str, Any]:
+        """The sampling fields of a server request (vLLM's names): temperature, top_p, top_k, and the stops and
+        seed where set; `seed_key` names the seed (SGLang's `sampling_seed`). The token budget is each route's own."""
+        fields: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+        if self.stop:
+            fields["stop"] = list(self.stop)
+        if self.stop_token_ids:
+            fields["stop_token_ids"] = list(self.stop_token_ids)
+        if self.seed is not None:
+            fields[seed_key] = self.seed
+        return fields
+
 
 class CompletionRequest(BaseModel):
     """`POST /v1/completions` body (vLLM-compatible subset)."""

@@ -32,18 +32,7 @@ _FINISH_TYPES = {"stop": "stop", "length": "length", "abort": "abort"}
 
 def generate_request(prompt_ids: list[int], sampling: SamplingParams, stream: bool = False) -> dict[str, Any]:
     """The `/generate` body for one completion of `prompt_ids`, with logprobs of the output tokens only."""
-    params: dict[str, Any] = {
-        "max_new_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k,
-    }
-    if sampling.stop:
-        params["stop"] = list(sampling.stop)
-    if sampling.stop_token_ids:
-        params["stop_token_ids"] = list(sampling.stop_token_ids)
-    if sampling.seed is not None:
-        params["sampling_seed"] = sampling.seed
+    params = {"max_new_tokens": sampling.max_tokens, **sampling.request_fields(seed_key="sampling_seed")}
     return {
         "input_ids": list(prompt_ids),
         "sampling_params": params,

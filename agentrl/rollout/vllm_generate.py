@@ -29,19 +29,7 @@ VersionSpan = tuple[int, int, int | None]
 
 def generate_body(prompt_ids: list[int], sampling: SamplingParams, model: str = "", stream: bool = False) -> dict:
     """The `/inference/v1/generate` body for one completion of `prompt_ids`, with each token's logprob."""
-    params: dict[str, Any] = {
-        "max_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k,
-        "logprobs": 1,
-    }
-    if sampling.stop:
-        params["stop"] = list(sampling.stop)
-    if sampling.stop_token_ids:
-        params["stop_token_ids"] = list(sampling.stop_token_ids)
-    if sampling.seed is not None:
-        params["seed"] = sampling.seed
+    params: dict[str, Any] = {"max_tokens": sampling.max_tokens, **sampling.request_fields(), "logprobs": 1}
     body: dict[str, Any] = {"token_ids": list(prompt_ids), "sampling_params": params, "stream": stream}
     if model:
         body["model"] = model
