@@ -20,7 +20,7 @@ STOP_WAIT_S = 30.0
 
 async def failure_problems(loop: CheckedLoop, free: Episode) -> list[str]:
     """A policy call that raises ends the trajectory as a failure (`Trajectory.failed`), which is never trained."""
-    if not free.policy.replies:  # the episode never asks the policy (a reference solution): nothing can raise
+    if not free.policy.generated:  # the episode never asks the policy (a reference solution): nothing can raise
         return []
     episode = await loop.play(fail_with=RuntimeError(SCRIPTED_FAILURE))
     traj = episode.trajectory
@@ -44,9 +44,9 @@ async def budget_problems(loop: CheckedLoop, free: Episode) -> list[str]:
                 f"{cut.stop_reason} after {cut.num_turns}: generate turns with ctx.generate, which raises "
                 "StopLoop(max_turns), and let it propagate"
             )
-    if not free.policy.replies:  # the episode never asks the policy (a reference solution): no budget to reach
+    if not free.policy.generated:  # the episode never asks the policy (a reference solution): no budget to reach
         return problems
-    room = max(1, min(len(r.token_ids) for r in free.policy.replies) - 1)  # less than its shortest reply needs
+    room = max(1, min(len(r.token_ids) for r in free.policy.generated) - 1)  # less than its shortest reply needs
     limit = _prompt_tokens(free.trajectory) + room
     cut = (await loop.play(max_total_tokens=limit)).trajectory
     longest = max((s.num_tokens for s in cut.step_samples()), default=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,41 +39,26 @@ class Generated:
     temperature: float
 
 
-class RecordingPolicy:
-    """A scripted policy that reports `VERSION`, a distinct logprob for every token it generates (so that tokens
-    appended anywhere but verbatim are told apart), and records each reply. `delay_s` slows every call (`started`
-    is set as the first one begins: for cancellation); `fail_with` raises on every call."""
+class RecordingPolicy(ScriptedPolicy):
+    """A scripted policy (the case's reply every turn) that reports `VERSION`, a distinct logprob for every token it
+    generates (so that tokens appended anywhere but verbatim are told apart), and records each reply. `delay_s`
+    slows every call (`started` is set as the first one begins: for cancellation); `fail_with` raises on every
+    call. Its streaming is `ScriptedPolicy`'s, over this `generate`."""
 
     def __init__(self, tokenizer: Any, case: LoopCheckCase, delay_s: float = 0.0, fail_with: Exception | None = None):
-        self.scripted = ScriptedPolicy(tokenizer, [case.reply], fail_with=fail_with)
-        self.delay_s = delay_s
-        self.replies: list[Generated] = []
+        super().__init__(tokenizer, [case.reply], delay_s=delay_s, fail_with=fail_with)
+        self.generated: list[Generated] = []
         self.started = asyncio.Event()
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
     ) -> ScriptedOutput:
         self.started.set()
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        out = await self.scripted.generate(prompt_ids, sampling, session_id)
-        first = sum(len(r.token_ids) for r in self.replies)
+        out = await super().generate(prompt_ids, sampling, session_id)
+        first = sum(len(r.token_ids) for r in self.generated)  # a check episode: a few replies
         out.logprobs = [-(first + i + 1) / 1024 for i in range(len(out.token_ids))]
         out.policy_version = VERSION
-        self.replies.append(Generated(list(out.token_ids), list(out.logprobs), sampling.temperature))
-        return out
-
-    async def generate_stream(
-        self,
-        prompt_ids: list[int],
-        sampling: SamplingParams,
-        session_id: str | None = None,
-        *,
-        on_tokens: Callable[[list[int]], Awaitable[None]],
-    ) -> ScriptedOutput:
-        out = await self.generate(prompt_ids, sampling, session_id)
-        for token in out.token_ids:
-            await on_tokens([token])
+        self.generated.append(Generated(list(out.token_ids), list(out.logprobs), sampling.temperature))
         return out
 
 

@@ -18,7 +18,7 @@ VERBATIM_FIX = (
 def verbatim_problems(episode: Episode) -> list[str]:
     """Every token the policy generated is in a step sample as a generated (trainable) token, once, with its own
     logprob; no trainable token is one the policy did not generate."""
-    expected = {lp: tok for r in episode.policy.replies for tok, lp in zip(r.token_ids, r.logprobs, strict=True)}
+    expected = {lp: tok for r in episode.policy.generated for tok, lp in zip(r.token_ids, r.logprobs, strict=True)}
     seen: Counter[float] = Counter()
     foreign = 0
     for step in episode.trajectory.step_samples():
@@ -57,7 +57,7 @@ def drift_problems(episode: Episode, tokenizer: Any) -> list[str]:
 def attribution_problems(episode: Episode, roles: tuple[str, ...]) -> list[str]:
     """Every generated token carries its logprob, the version the server reported, the temperature its reply was
     sampled at and, in a loop with several roles, the role that generated it."""
-    sampled_at = {lp: r.temperature for r in episode.policy.replies for lp in r.logprobs}
+    sampled_at = {lp: r.temperature for r in episode.policy.generated for lp in r.logprobs}
     counts: Counter[str] = Counter()
     for step in episode.trajectory.step_samples():
         for seg in (s for s in step.segments if s.trainable and s.token_ids):
