@@ -11,23 +11,13 @@ the segments, never from the loop's name or declaration.
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from agentrl.types import Trajectory
-
-T = TypeVar("T")
+from agentrl.loops.author_views import author_view, turn_authors
+from agentrl.types import Segment, Trajectory
 
 
 def turn_players(traj: Trajectory) -> list[str | None]:
     """The role of each generated turn, over all step samples in `step_samples()` order (as `turn_rewards`)."""
-    out: list[str | None] = []
-    for step in traj.step_samples():
-        firsts: dict[int, str | None] = {}
-        for i, seg in zip(step.turn_index(), step.segments, strict=True):
-            if i is not None:
-                firsts.setdefault(i, seg.player)
-        out += [firsts[i] for i in sorted(firsts)]
-    return out
+    return turn_authors(traj, _player)
 
 
 def generated_players(traj: Trajectory) -> list[str | None]:
@@ -43,15 +33,10 @@ def needs_player_views(traj: Trajectory) -> bool:
 
 def player_view(traj: Trajectory, player: str | None) -> Trajectory:
     """`traj` as `player` trains on it: only its own generated tokens trainable, its own reward and turns."""
-    mine = [i for i, name in enumerate(turn_players(traj)) if name == player]
-    update: dict = {
-        "earlier_steps": [_masked(step, player) for step in traj.earlier_steps],
-        "turn_rewards": _pick(traj.turn_rewards, mine),
-        "turn_states": _pick(traj.turn_states, mine),
-    }
+    update: dict = {}
     if player is not None and player in traj.player_rewards and not traj.failed:  # a failed one: no outcome
-        update |= {"reward": traj.player_rewards[player], "policy_rewards": {}}
-    view = _masked(traj, player).model_copy(update=update)
+        update = {"reward": traj.player_rewards[player], "policy_rewards": {}}
+    view = author_view(traj, _player, player, update)
     view.metadata = {**traj.metadata, "player": player}
     return view
 
@@ -69,16 +54,8 @@ def player_rows(trajectories: list[Trajectory]) -> list[Trajectory]:
     return out
 
 
-def _masked(traj: Trajectory, player: str | None) -> Trajectory:
-    segments = [
-        seg if not seg.trainable or seg.player == player else seg.model_copy(update={"trainable": False})
-        for seg in traj.segments
-    ]
-    return traj.model_copy(update={"segments": segments})
-
-
-def _pick(values: list[T] | None, keep: list[int]) -> list[T] | None:
-    return None if values is None else [values[i] for i in keep if i < len(values)]
+def _player(segment: Segment) -> str | None:
+    return segment.player
 
 
 __all__ = ["generated_players", "needs_player_views", "player_rows", "player_view", "turn_players"]
