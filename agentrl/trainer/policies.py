@@ -133,11 +133,11 @@ class Policies:
 
     def known_versions(self, trajectories: list[Trajectory]) -> dict[str, float]:
         """`rollout/version_known` of each learning policy's share of `trajectories` (`rollout/<name>/...` with
-        several), before any update: what the exactness check needs to stop a step before it trains."""
-        rows = player_rows(trajectories)
+        several), before any update: what the exactness check needs to stop a step before it trains. (Each role's
+        view keeps the same tokens trainable, so the roles' split is not needed here.)"""
         if not self.several:
-            return {VERSION_KNOWN: version_known(rows)}
-        batches = policy_batches(rows, [r.name for r in self.runtimes])
+            return {VERSION_KNOWN: version_known(trajectories)}
+        batches = policy_batches(trajectories, [r.name for r in self.runtimes])
         return {_for_policy(VERSION_KNOWN, r.name): version_known(batches[r.name]) for r in self.learning}
 
     def step(self, trajectories: list[Trajectory], version: int) -> dict[str, Any]:

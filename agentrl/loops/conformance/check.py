@@ -15,7 +15,6 @@ by a small check of its own that names what to change:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -100,14 +99,10 @@ async def _problems(loop: CheckedLoop) -> list[str]:
         *attribution_problems(free, loop.cls.roles),
         *reward_problems(free),
     ]
-    played: list[Callable[[], Awaitable[list[str]]]] = [
-        lambda: failure_problems(loop, free),
-        lambda: budget_problems(loop, free),
-        lambda: fork_problems(loop, free),
-        lambda: cancellation_problems(loop),
-    ]
-    for check in played:
-        problems += await check()
+    problems += await failure_problems(loop, free)
+    problems += await budget_problems(loop, free)
+    problems += await fork_problems(loop, free)
+    problems += await cancellation_problems(loop)
     return problems
 
 
