@@ -3,8 +3,8 @@
 `harbor` needs Python 3.12+, and agentrl runs on 3.11, so the package lives in an interpreter of its own (`make
 setup` makes `.venv-harbor/`). agentrl runs `package_bridge.py` with that interpreter and reads its JSON answer:
 each task folder through `harbor.models.task.task.Task` (its config model, its checks, its instruction), a
-dataset.toml through Harbor's `DatasetManifest`, and the verifier's reward files through Harbor's `Verifier`
-parsers. The containers, their limits and running the scripts stay agentrl's.
+dataset.toml through Harbor's `DatasetManifest`. Verification runs Harbor's `Verifier` in a long-lived process
+of its own (`agentrl.harbor.verify_client`). The containers and their limits stay agentrl's.
 
 `data.harbor_reader` chooses: `harbor` (this module; refused at start when no interpreter has the package),
 `agentrl` (agentrl's own reader, `agentrl.harbor.config`, which mirrors harbor 0.26's fields), or `auto` (the
@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -91,23 +90,6 @@ def manifest_names(manifest: Path) -> list[str]:
     if "error" in answer:
         raise HarborPackageError(f"{manifest}: harbor: {answer['error']}")
     return list(answer["names"])
-
-
-def parse_rewards(files: dict[str, bytes]) -> dict[str, float]:
-    """The rewards Harbor's `Verifier` reads from the verifier's files (`{"reward.json": ..., "reward.txt": ...}`,
-    those that exist).
-
-    Raises:
-        HarborPackageError: Harbor found no reward, or refused the files (its message).
-    """
-    with tempfile.TemporaryDirectory(prefix="agentrl-harbor-rewards-") as trial:
-        (Path(trial) / "verifier").mkdir()
-        for name, data in files.items():
-            (Path(trial) / "verifier" / name).write_bytes(data)
-        answer = _ask("rewards", trial)
-    if "error" in answer:
-        raise HarborPackageError(f"harbor: {answer['error']}")
-    return {str(k): float(v) for k, v in answer["rewards"].items()}
 
 
 def _ask(command: str, *args: str) -> Any:

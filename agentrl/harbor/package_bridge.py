@@ -6,12 +6,10 @@ file imports only the standard library and `harbor`, never agentrl.
 
     python package_bridge.py tasks DIR...     -> [{"path", "name", "instruction", "config"} | {"path", "error"}]
     python package_bridge.py manifest FILE    -> {"names": [...]} | {"error"}
-    python package_bridge.py rewards DIR      -> {"rewards": {...}} | {"error"}
 
 `tasks` reads each folder with `harbor.models.task.task.Task` (its TaskConfig, its checks of the folder, its
-instruction with the canary lines stripped); `manifest` parses a dataset.toml with Harbor's `DatasetManifest`;
-`rewards` parses the verifier's reward files, copied from the container into DIR/verifier/, with Harbor's
-`Verifier` (reward.json first, else reward.txt, as `Verifier.verify` does after it downloaded them).
+instruction with the canary lines stripped); `manifest` parses a dataset.toml with Harbor's `DatasetManifest`.
+Verification is served by a process of its own (`verify_server.py`).
 """
 
 from __future__ import annotations
@@ -51,34 +49,11 @@ def read_manifest(path: str) -> dict[str, Any]:
     return {"names": [ref.name for ref in manifest.tasks]}
 
 
-def read_rewards(trial_dir: str) -> dict[str, Any]:
-    from harbor.models.trial.paths import TrialPaths
-    from harbor.models.verifier.result import VerifierResult
-    from harbor.verifier.verifier import Verifier
-
-    # Verifier's parsers read only its trial paths; building the whole Verifier would need a running Harbor
-    # environment, which agentrl replaces with its own container.
-    verifier = Verifier.__new__(Verifier)
-    verifier.trial_paths = TrialPaths(Path(trial_dir))
-    try:
-        if verifier.trial_paths.reward_json_path.exists():
-            rewards = verifier._parse_reward_json()
-        elif verifier.trial_paths.reward_text_path.exists():
-            rewards = verifier._parse_reward_text()
-        else:
-            return {"error": "tests/test.sh wrote no reward: neither reward.json nor reward.txt exists"}
-        result = VerifierResult(rewards=rewards)  # as Harbor: a bare number in reward.json is refused
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"rewards": result.rewards}
-
-
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] not in ("tasks", "manifest", "rewards"):
-        print("usage: package_bridge.py tasks DIR... | manifest FILE | rewards DIR", file=sys.stderr)
+    if len(argv) < 2 or argv[0] not in ("tasks", "manifest"):
+        print("usage: package_bridge.py tasks DIR... | manifest FILE", file=sys.stderr)
         return 2
-    commands = {"tasks": lambda a: read_tasks(a), "manifest": lambda a: read_manifest(a[0]),
-                "rewards": lambda a: read_rewards(a[0])}  # fmt: skip
+    commands = {"tasks": lambda a: read_tasks(a), "manifest": lambda a: read_manifest(a[0])}
     json.dump(commands[argv[0]](argv[1:]), sys.stdout)
     return 0
 

@@ -5,21 +5,24 @@
 the key `reward`). Reward files the agent may have left are deleted before the tests run.
 
 The primary reward is Harbor's: the key `reward`, else the only key; the others are its components. A task read
-by Harbor's package (`HarborTask.reader == "harbor"`) has its reward files parsed by Harbor's `Verifier` too
-(`agentrl.harbor.package.parse_rewards`); agentrl's own parsers below follow the same rules.
+by Harbor's package (`HarborTask.reader == "harbor"`) is verified by Harbor's package too: its public
+`Verifier.verify()` runs in one long-lived process (`agentrl.harbor.verify_client`) and drives the episode's
+container through agentrl's sandbox. agentrl's own runner and parsers below follow the same rules.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from agentrl.harbor.container import VERIFIER_LOGS, resolve_env, run_script
-from agentrl.harbor.package import HarborPackageError, parse_rewards
 from agentrl.harbor.task import HarborTask
+from agentrl.harbor.verify_client import harbor_verifier
 from agentrl.sandbox.base import Sandbox
 
 REWARD_TXT = f"{VERIFIER_LOGS}/reward.txt"
@@ -68,6 +71,8 @@ async def run_verifier(container: Sandbox, task: HarborTask, timeout_s: float) -
     """
     started = time.perf_counter()
     env = resolve_env(task.config.verifier.env, f"{task.name}: [verifier].env")
+    if task.reader == "harbor":
+        return await _run_harbors_verifier(container, task, timeout_s, started)
     await container.exec(f"rm -f {REWARD_TXT} {REWARD_JSON}", timeout=30)
     run, output = await run_script(container, task.tests_dir, TESTS_DIR, "test.sh", timeout_s, env, TEST_STDOUT)
     result = VerifierResult(None, run.exit_code, run.timed_out, output, 0.0)
@@ -75,22 +80,19 @@ async def run_verifier(container: Sandbox, task: HarborTask, timeout_s: float) -
         result.error = f"tests/test.sh ran past its timeout of {timeout_s:g}s"
     else:
         try:
-            result.rewards, result.source = await read_rewards(container, task.reader)
+            result.rewards, result.source = await read_rewards(container)
         except RewardFileError as exc:
             result.error = str(exc)
     result.duration_s = time.perf_counter() - started
     return result
 
 
-async def read_rewards(container: Sandbox, reader: str = "agentrl") -> tuple[dict[str, float], str]:
-    """The rewards the tests left, and the file they came from; parsed by Harbor's package with
-    `reader="harbor"`, else by agentrl's parsers.
+async def read_rewards(container: Sandbox) -> tuple[dict[str, float], str]:
+    """The rewards the tests left, and the file they came from (reward.json first).
 
     Raises:
         RewardFileError: neither file exists, or the one read is empty or malformed.
     """
-    if reader == "harbor":
-        return await _read_rewards_with_harbor(container)
     for path, parse in ((REWARD_JSON, parse_reward_json), (REWARD_TXT, parse_reward_text)):
         try:
             data = await container.read_file(path)
@@ -100,18 +102,24 @@ async def read_rewards(container: Sandbox, reader: str = "agentrl") -> tuple[dic
     raise RewardFileError(f"tests/test.sh wrote no reward: neither {REWARD_TXT} nor {REWARD_JSON} exists")
 
 
-async def _read_rewards_with_harbor(container: Sandbox) -> tuple[dict[str, float], str]:
-    files = {}
-    for path in (REWARD_JSON, REWARD_TXT):
-        try:
-            files[path.rsplit("/", 1)[-1]] = await container.read_file(path)
-        except FileNotFoundError:
-            continue
-    try:
-        rewards = parse_rewards(files)
-    except HarborPackageError as exc:
-        raise RewardFileError(str(exc)) from None
-    return rewards, REWARD_JSON if "reward.json" in files else REWARD_TXT
+async def _run_harbors_verifier(
+    container: Sandbox, task: HarborTask, timeout_s: float, started: float
+) -> VerifierResult:
+    with tempfile.TemporaryDirectory(prefix="agentrl-harbor-trial-") as trial:
+        done = await harbor_verifier().verify(container, task.path, Path(trial), timeout_s)
+        logs = Path(trial) / "verifier"
+        stdout = logs / "test-stdout.txt"
+        output = stdout.read_bytes()[-8192:].decode("utf-8", errors="replace") if stdout.is_file() else ""
+        source = REWARD_JSON if (logs / "reward.json").is_file() else REWARD_TXT
+    result = VerifierResult(None, done.exit_code, done.timed_out, output, time.perf_counter() - started)
+    if done.timed_out:
+        result.error = f"tests/test.sh ran past its timeout of {timeout_s:g}s"
+    elif done.error is not None:
+        result.error = f"harbor: {done.error}"
+    else:
+        result.rewards = {str(k): float(v) for k, v in (done.rewards or {}).items()}
+        result.source = source
+    return result
 
 
 def parse_reward_text(text: str) -> dict[str, float]:

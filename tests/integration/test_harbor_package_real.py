@@ -1,24 +1,34 @@
 """Harbor tasks read through Harbor's own package (`harbor`, which `make setup` installs in .venv-harbor/ with
-Python 3.12): its `Task` reads the folders, its `DatasetManifest` the manifest, its `Verifier` parses the reward
-files; agentrl's containers run them. Harbor's reading against agentrl's own, and one training step."""
+Python 3.12): its `Task` reads the folders, its `DatasetManifest` the manifest, its `Verifier` verifies (one
+long-lived process driving agentrl's containers). Harbor's reading and scoring against agentrl's own, and one
+training step."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
+import shlex
+import shutil
+from pathlib import Path
 
 import pytest
 
 from agentrl.cli import main
 from agentrl.config import load_config
+from agentrl.config.schema import SandboxConfig
 from agentrl.harbor import package
+from agentrl.harbor.container import open_task_container
 from agentrl.harbor.dataset import load_tasks
-from agentrl.harbor.package import HarborPackageError, harbor_python, parse_rewards
+from agentrl.harbor.limits import task_limits
+from agentrl.harbor.package import harbor_python
 from agentrl.harbor.task import HarborTaskError, load_task
-from agentrl.harbor.verifier import RewardFileError, parse_reward_json, parse_reward_text
+from agentrl.harbor.verifier import run_verifier
+from agentrl.harbor.verify_client import harbor_verifier
 from agentrl.loops.preflight import data_problems
 from agentrl.types import Trajectory
 
+HELLO_FILE = Path(__file__).resolve().parents[2] / "recipes" / "harbor" / "tasks" / "hello-file"
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(harbor_python() is None, reason="no Python 3.12+ here for Harbor's package (make setup)"),
@@ -67,18 +77,47 @@ REWARD_FILES = [
 ]
 
 
-@pytest.mark.parametrize("files", REWARD_FILES, ids=range(len(REWARD_FILES)))
-def test_harbors_verifier_and_agentrls_parse_reward_files_alike(files) -> None:
-    try:
-        ours = parse_reward_json(files["reward.json"].decode()) if "reward.json" in files else (
-            parse_reward_text(files["reward.txt"].decode()) if "reward.txt" in files else None)  # fmt: skip
-    except RewardFileError:
-        ours = None
-    if ours is None:
-        with pytest.raises(HarborPackageError, match="harbor: "):
-            parse_rewards(files)
-    else:
-        assert parse_rewards(files) == ours
+def task_writing(folder, files: dict[str, bytes], then: str = ""):
+    """A copy of the bundled hello-file task (its image is reused) whose tests write `files` as rewards."""
+    shutil.copytree(HELLO_FILE, folder)
+    writes = "".join(f"printf '%s' {shlex.quote(d.decode())} > /logs/verifier/{n}\n" for n, d in files.items())
+    (folder / "tests" / "test.sh").write_text(f"#!/bin/bash\necho checking\n{writes}{then}")
+    return load_task(folder, "harbor")
+
+
+def test_harbors_verifier_runs_in_one_process_and_scores_as_agentrls(tmp_path, no_leftovers) -> None:
+    """Harbor's `Verifier.verify()` drives agentrl's container through one long-lived process: the same rewards,
+    refusals, exit code and output as agentrl's own verifier for each reward file, and a test.sh that hangs ends
+    at the verifier's timeout with the process still serving."""
+    sandbox = SandboxConfig(backend="docker")
+
+    async def play():
+        base = load_task(HELLO_FILE, "harbor")
+        container = await open_task_container(base, task_limits(base, sandbox), sandbox, "harbor-verify-test")
+        try:
+            pairs = []
+            for i, files in enumerate(REWARD_FILES):
+                task = task_writing(tmp_path / f"case{i}", files)
+                ours = await run_verifier(container, task.model_copy(update={"reader": "agentrl"}), 30)
+                pairs.append((ours, await run_verifier(container, task, 30)))
+            server = harbor_verifier().process.pid
+            hang = task_writing(tmp_path / "hang", {"reward.txt": b"1"}, then="sleep 60\n")
+            hung = await run_verifier(container, hang, 2)
+            after = await run_verifier(container, task_writing(tmp_path / "after", {"reward.txt": b"1"}), 30)
+            return pairs, server, hung, after
+        finally:
+            await container.close()
+
+    pairs, server, hung, after = asyncio.run(play())
+    for ours, harbors in pairs:
+        assert harbors.rewards == ours.rewards and (harbors.error is None) == (ours.error is None), (ours, harbors)
+        assert (harbors.exit_code, harbors.output, harbors.source) == (ours.exit_code, ours.output, ours.source)
+        assert harbors.error is None or harbors.error.startswith("harbor: ")
+    assert [h.rewards for _, h in pairs][:3] == [{"reward": 0.5}, {"reward": 1, "file_exists": 1, "is_number": 0.25},
+                                                  {"score": 0.75}]  # fmt: skip
+    assert hung.timed_out and hung.rewards is None and "past its timeout of 2s" in hung.error
+    assert hung.duration_s < 30 and after.rewards == {"reward": 1.0}
+    assert harbor_verifier().process.pid == server  # one process served every verification
 
 
 def test_a_task_read_by_harbor_rolls_out_and_trains_a_step(hf_server_url, tmp_path, no_leftovers) -> None:
