@@ -18,8 +18,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 class StopReason(StrEnum):
     """Why a trajectory ended.
 
-    The model's own endings (`done`, `max_turns`, `max_tokens`, `context_overflow`, `tool_error_limit` from its
-    malformed calls, `time_budget` of the agent's own clock) are trained on. Infrastructure failures (`error`:
+    The model's own endings (`done`, `max_turns`, `max_tokens`, `context_overflow`, `context_exhausted` when context
+    management could not make room (`agent.context`), `tool_error_limit` from its malformed calls, `time_budget` of
+    the agent's own clock) are trained on. Infrastructure failures (`error`:
     the loop raised; `server_error`: no rollout server answered; `sandbox_error`; `timeout`: the trajectory's
     wall-clock limit; `aborted`: the request was cancelled; `worker_lost`: its rollout worker died more often than
     `rollout.max_job_retries`) are saved and counted but not trained on by default
@@ -30,6 +31,7 @@ class StopReason(StrEnum):
     MAX_TURNS = "max_turns"
     MAX_TOKENS = "max_tokens"
     CONTEXT_OVERFLOW = "context_overflow"
+    CONTEXT_EXHAUSTED = "context_exhausted"
     TOOL_ERROR_LIMIT = "tool_error_limit"
     TIME_BUDGET = "time_budget"
     SANDBOX_ERROR = "sandbox_error"

@@ -75,10 +75,44 @@ class DataConfig(_Section):
     num_eval_samples: int = Field(32, ge=0, description="data.reasoning_gym: held-out questions (other seeds)")
 
 
+class ContextConfig(_Section):
+    """Context management for multi-turn loops (`agent.context`): when the conversation would outgrow
+    `max_tokens`, a strategy rewrites it and the episode goes on in a new step sample (`docs/guides/context.md`)."""
+
+    max_tokens: int | None = Field(
+        None, ge=64, description="the conversation's token budget, below rollout.max_model_len; None: no management"
+    )
+    strategy: str = Field(
+        "drop_tool_outputs",
+        description="drop_tool_outputs, window, summarize, a name registered with register_context_strategy, or a "
+        "module:function path",
+    )
+    max_compactions: int = Field(8, ge=1, description="compactions per episode before stop_reason context_exhausted")
+    keep_turns: int = Field(2, ge=1, description="window: the last turns kept after the first prompt")
+    keep_tool_outputs: int = Field(1, ge=0, description="drop_tool_outputs: the latest tool outputs kept whole")
+    placeholder: str = Field(
+        "[output removed to save context]", description="drop_tool_outputs: what replaces an old tool output"
+    )
+    summary_prompt: str = Field(
+        "Your context is full. Summarize the task and your progress so far (what you ran, read, learnt and "
+        "changed, and what is left to do) so that you can continue from the summary alone.",
+        description="summarize: the user message that asks the policy for its summary",
+    )
+    summary_prefix: str = Field(
+        "Summary of your work so far:", description="summarize: what starts the message carrying the summary"
+    )
+    summary_max_tokens: int = Field(128, ge=8, description="summarize: tokens of the summary (generated, trained)")
+
+
 class AgentConfig(_Section):
     name: str = Field("single_turn", description="registered loop name or dotted path of an AgentLoopBase")
     max_turns: int = Field(8, ge=1, description="assistant turns before stop_reason=max_turns")
-    max_total_tokens: int = Field(2048, ge=1, description="trajectory token budget (prompt + response)")
+    max_total_tokens: int = Field(
+        2048,
+        ge=1,
+        description="trajectory token budget (prompt + response); with agent.context, the whole episode's (the "
+        "first prompt and every token generated or added after it, across compactions)",
+    )
     max_parallel_tool_calls: int = Field(4, ge=1, description="tool calls executed per turn")
     max_consecutive_tool_errors: int = Field(3, ge=1, description="errors in a row before stopping")
     on_cut_turn: Literal["stop", "continue"] = Field(
@@ -95,6 +129,7 @@ class AgentConfig(_Section):
         description="several policies: the policy (a name under policies:) that plays each of the loop's roles; a "
         "role not named here is played by the first policy",
     )
+    context: ContextConfig = Field(default_factory=ContextConfig, description="context management (multi-turn)")
 
 
 class ToolSpec(_Section):

@@ -75,6 +75,7 @@ class OpenAIAgentLoop(AgentLoopBase):
     """Runs a user's OpenAI-speaking agent per trajectory against its own gateway session."""
 
     Options = OpenAIAgentOptions
+    no_compaction_reason = "a gateway agent compacts its own history (each rewrite already starts a new step sample)"
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:

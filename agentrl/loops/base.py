@@ -61,6 +61,11 @@ class AgentLoopBase(ABC):
     """The roles of the episode that generate (`agent.roles` maps each to a policy); empty: one agent."""
     records_turns: bool = False
     """Whether the loop sets `Trajectory.turn_rewards` and `turn_states` (per-turn estimators need them)."""
+    compacts_context: ClassVar[bool] = False
+    """Whether the loop's episodes can be compacted (`agent.context`): every turn is a `ctx.generate` over the one
+    conversation, and whatever the loop keeps about the conversation survives a rewrite of its messages."""
+    no_compaction_reason: ClassVar[str | None] = None
+    """Why a loop that does not compact refuses `agent.context`, in words, when there is more to say than that."""
     own_reward: ClassVar[str | None] = None
     """What rewards the loop's episodes when that is the environment's own scorer, in words (the verifiers loop:
     "the verifiers environment's rubric"): reward components, which would replace it, are then refused at start.

@@ -20,6 +20,7 @@ from agentrl.types import Message, Sample, StopReason, Trajectory
 if TYPE_CHECKING:
     from agentrl.envs.gym import GymEpisode
     from agentrl.gui.browser import MiniWoBSession
+    from agentrl.loops.compaction.manager import ContextManager
     from agentrl.sandbox.base import Sandbox
     from agentrl.tools.toolset import ToolSet
 
@@ -87,6 +88,7 @@ class AgentContext:
     system_prompt: str | None = None  # merged into the prompt's system message by start()
     last_turn_cut: bool = False  # the latest reply was cut at max_tokens_per_turn (continue_cut_turns)
     resume_aborted: bool = False  # a generation the server aborts (weight push) continues from its prefix
+    context: ContextManager | None = None  # context management (`agent.context`), for loops that compact
 
     def __post_init__(self) -> None:
         self.builder = TrajectoryBuilder(self.tokenizer, self.trajectory, tools=self.tool_schemas)
@@ -101,6 +103,7 @@ class AgentContext:
             trajectory = self.trajectory.model_copy(deep=True, update={"id": uuid.uuid4().hex})
             child = dataclasses.replace(self, trajectory=trajectory)
             child.builder = self.builder.copy_for(trajectory)
+            child.context = self.context.copy() if self.context is not None else None
             children.append(child)
         return children
 
@@ -111,6 +114,8 @@ class AgentContext:
         ids = self.builder.start(messages)
         if len(ids) >= min(self.budgets.max_total_tokens, self.budgets.max_model_len):
             raise StopLoop(StopReason.CONTEXT_OVERFLOW, f"prompt of {len(ids)} tokens leaves no room to generate")
+        if self.context is not None:
+            self.context.started(self)
 
     def new_step_sample(self, messages: list[Message]) -> None:
         """Set the conversation so far aside as an earlier step sample (`Trajectory.earlier_steps`) and start a
@@ -119,6 +124,23 @@ class AgentContext:
         count turns across them in order."""
         self._set_step_aside()
         self.start(messages)
+
+    def restart_from(self, messages: list[Message]) -> None:
+        """Set the conversation so far aside as an earlier step sample and continue from `messages` as they are
+        (the system prompt already merged), ready for the next reply: a compaction's new step sample."""
+        self._set_step_aside()
+        self.builder.start(messages, True)
+
+    def rooms(self) -> tuple[int, int]:
+        """Tokens left: in this step sample's sequence, and in the episode (`agent.max_total_tokens`, which with
+        context management counts the whole episode across its step samples)."""
+        if self.context is None:
+            room = min(self.budgets.max_total_tokens, self.budgets.max_model_len) - self.builder.num_tokens
+            return room, room
+        return (
+            self.budgets.max_model_len - self.builder.num_tokens,
+            self.budgets.max_total_tokens - self.context.episode_tokens,
+        )
 
     def _set_step_aside(self) -> None:
         """Move the current token sequence, with the messages it was rendered from, to `earlier_steps`."""
@@ -158,10 +180,12 @@ class AgentContext:
         """
         if self.trajectory.num_turns >= self.budgets.max_turns:
             raise StopLoop(StopReason.MAX_TURNS)
-        room = min(self.budgets.max_total_tokens, self.budgets.max_model_len) - self.builder.num_tokens
+        per_turn = sampling_overrides.pop("max_tokens", self.budgets.max_tokens_per_turn)
+        if self.context is not None and not self.context.compacting:
+            await self.context.make_room(self, per_turn, policy, player)
+        room = min(self.rooms())
         if room <= 0:
             raise StopLoop(StopReason.CONTEXT_OVERFLOW)
-        per_turn = sampling_overrides.pop("max_tokens", self.budgets.max_tokens_per_turn)
         max_tokens = min(per_turn, room)
         update: dict[str, Any] = {"max_tokens": max_tokens}
         if self.sampling.seed is not None:  # a seeded trajectory draws a different, reproducible seed every turn
@@ -173,7 +197,10 @@ class AgentContext:
         out = await generate_resuming(once, traj.token_ids, sampling, self.resume_aborted, traj.metrics)
         self._time("generate_s", started)
         learning = learns(self.llm, policy)
+        before = self.builder.num_tokens
         text = self.builder.add_generation_pieces(out.pieces, sampling.temperature, policy, learning, player)
+        if self.context is not None:
+            self.context.episode_tokens += self.builder.num_tokens - before
         self.trajectory.num_turns += 1
         if out.finish_reason == "abort":
             raise StopLoop(StopReason.ABORTED, "the rollout server aborted the request")
@@ -195,16 +222,47 @@ class AgentContext:
         rendering: the conversation so far becomes an earlier step sample, a new one starts from the rendering of
         the whole conversation, and `loop/template_rewrites` counts it.
 
+        With context management (`agent.context`), messages that would take the conversation past its budget wait
+        for the compaction before the next turn, which rewrites the conversation with them.
+
         Raises:
             StopLoop(context_overflow): the messages do not fit in the token budget (nothing is appended).
         """
+        if self.context is not None and self.context.pending and not self.context.compacting:
+            self._hold(messages, self._estimate_tokens(messages, add_generation_prompt))
+            return
         try:
             ids = self.builder.suffix_ids(messages, add_generation_prompt)
         except TemplateBoundaryError:
             self._restart_from_template([*self.trajectory.messages, *messages], add_generation_prompt)
             return
+        if self.context is not None and not self.context.compacting and not self.context.fits(self, len(ids)):
+            self._hold(messages, len(ids))
+            return
         self._check_room(self.builder.num_tokens + len(ids), f"{len(ids)} tokens of new messages exceed the budget")
+        if self.context is not None:
+            self._check_episode_room(len(ids))
+            self.context.episode_tokens += len(ids)
         self.builder.append_messages(messages, ids)
+
+    def _hold(self, messages: list[Message], tokens: int) -> None:
+        assert self.context is not None
+        self._check_episode_room(tokens)
+        self.context.episode_tokens += tokens
+        self.context.hold(messages, tokens)
+
+    def _estimate_tokens(self, messages: list[Message], add_generation_prompt: bool) -> int:
+        """Tokens `messages` add after the conversation so far (those already waiting not rendered yet)."""
+        try:
+            return len(self.builder.suffix_ids(messages, add_generation_prompt))
+        except TemplateBoundaryError:
+            return len(self.builder.prompt_ids(messages, add_generation_prompt))
+
+    def _check_episode_room(self, new_tokens: int) -> None:
+        assert self.context is not None
+        if self.context.episode_tokens + new_tokens >= self.budgets.max_total_tokens:
+            message = f"the episode's {self.context.episode_tokens + new_tokens} tokens exceed agent.max_total_tokens"
+            raise StopLoop(StopReason.CONTEXT_OVERFLOW, message)
 
     def _restart_from_template(self, conversation: list[Message], add_generation_prompt: bool) -> None:
         """Start a new step sample whose prompt is the template's rendering of the whole `conversation`."""
@@ -216,7 +274,10 @@ class AgentContext:
         metrics["loop/template_rewrites"] = metrics.get("loop/template_rewrites", 0.0) + 1.0
 
     def _check_room(self, total_tokens: int, message: str) -> None:
-        if total_tokens >= min(self.budgets.max_total_tokens, self.budgets.max_model_len):
+        limit = self.budgets.max_model_len
+        if self.context is None:  # else agent.max_total_tokens caps the episode, not one step sample
+            limit = min(self.budgets.max_total_tokens, limit)
+        if total_tokens >= limit:
             raise StopLoop(StopReason.CONTEXT_OVERFLOW, message)
 
     def _time(self, key: str, started: float) -> None:

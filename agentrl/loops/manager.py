@@ -15,8 +15,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from agentrl.config.schema import AgentConfig, AgentRLConfig, RolloutConfig
+from agentrl.config.schema import AgentConfig, AgentRLConfig, ContextConfig, RolloutConfig
 from agentrl.loops.base import AgentLoopBase, get_loop_class
+from agentrl.loops.compaction.manager import ContextManager
 from agentrl.loops.context import AgentContext, Budgets, StopLoop
 from agentrl.loops.failures import fail_trajectory, stop_reason_for
 from agentrl.loops.jobs import Job, JobRunner, trajectory_seed  # noqa: F401 (trajectory_seed: this module's API)
@@ -133,7 +134,7 @@ class RolloutManager(JobRunner):
         try:
             async with asyncio.timeout(self.rollout.trajectory_timeout_s):
                 loop = self._loop(name)
-                ctx = self._context(sample, traj, seed)
+                ctx = self._context(sample, traj, seed, loop)
                 if self.setup_context:
                     await _maybe_await(self.setup_context(ctx))
                 if tree:
@@ -165,7 +166,7 @@ class RolloutManager(JobRunner):
     async def open_context(self, sample: Sample, traj: Trajectory) -> AgentContext:
         """A context for playing `sample` into `traj` by hand, as `run_one` builds it (sampling, budgets, and the
         setup hook's tools and sandbox); pair it with `close_context`."""
-        ctx = self._context(sample, traj)
+        ctx = self._context(sample, traj, loop=self._loop(sample.agent_name or self.agent.name))
         if self.setup_context:
             await _maybe_await(self.setup_context(ctx))
         return ctx
@@ -187,7 +188,9 @@ class RolloutManager(JobRunner):
             self._loops[name] = loop
         return self._loops[name]
 
-    def _context(self, sample: Sample, traj: Trajectory, seed: int | None = None) -> AgentContext:
+    def _context(
+        self, sample: Sample, traj: Trajectory, seed: int | None = None, loop: AgentLoopBase | None = None
+    ) -> AgentContext:
         r = self.rollout
         sampling = SamplingParams(
             temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=r.max_tokens, seed=seed
@@ -208,6 +211,7 @@ class RolloutManager(JobRunner):
             budgets=budgets,
             system_prompt=self.agent.system_prompt,
             resume_aborted=r.weight_update == "resume",
+            context=context_manager(self.agent.context, loop),
         )
 
     async def _teardown(self, ctx: AgentContext | None, traj: Trajectory) -> None:
@@ -217,6 +221,14 @@ class RolloutManager(JobRunner):
             await _maybe_await(self.teardown_context(ctx))
         except Exception as exc:
             traj.metadata["teardown_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def context_manager(config: ContextConfig, loop: AgentLoopBase | None) -> ContextManager | None:
+    """The episode's context budget, when `agent.context.max_tokens` is set and the loop compacts (a loop that
+    cannot is refused at start: `agentrl.loops.compaction.checks`)."""
+    if config.max_tokens is None or loop is None or not type(loop).compacts_context:
+        return None
+    return ContextManager(config)
 
 
 async def _maybe_await(value: Any) -> Any:

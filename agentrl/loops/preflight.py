@@ -16,6 +16,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.data import first_row_problem
 from agentrl.errors import UserError
 from agentrl.loops.base import LOOPS
+from agentrl.loops.compaction.checks import context_problems
 from agentrl.loops.hooks import loop_name
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.rewards.fit import own_reward_problems, reward_fit_problems
@@ -48,6 +49,7 @@ def episode_problems(cfg: AgentRLConfig) -> list[str]:
         *_env_problems(cfg),
         *data_problems(cfg),
         *tree_problems(cfg),
+        *context_problems(cfg),
     ]
 
 

@@ -94,6 +94,7 @@ class SWEAgentLoop(SteppedLoop):
 
     options: SWELoopOptions
     uses_tools = True
+    compacts_context = True  # agent.context: a long episode goes on in a rewritten conversation
 
     def __init__(self, config: AgentConfig | None = None, **kwargs: Any):
         super().__init__(config, **kwargs)

@@ -35,6 +35,7 @@ class ToolAgentLoop(SteppedLoop):
     Options = LoopOptions
     uses_tools = True
     records_turns = True
+    compacts_context = True  # agent.context: old tool outputs dropped, a window, or a summary
     roles = ("agent",)  # agent.roles={agent: NAME}: the policy that plays it, in a run with several
 
     @classmethod

@@ -190,6 +190,8 @@ def test_served_page_works_like_the_file(browser, sample):
 
 def test_windowed_trajectory_shows_each_step_sample_in_order(browser, tmp_path):
     windowed = windowed_trajectory(["LEFT", "DOWN", "UP"])
+    compacted = {"turn": 2, "strategy": "window", "tokens_before": 900, "tokens_after": 300, "step_sample": 2}
+    windowed.metadata["context"] = {"compactions": [compacted]}  # agent.context's record of the last rewrite
     (tmp_path / "trajectories.jsonl").write_text(windowed.to_json() + "\n")
     open_page(browser, build_viewer(tmp_path / "trajectories.jsonl", tokenizer=None).as_uri(), "windowed")
 
@@ -200,6 +202,7 @@ def test_windowed_trajectory_shows_each_step_sample_in_order(browser, tmp_path):
     assert "Step sample 1 of 3: conversation (2 messages)" in headings
     assert "Step sample 3 of 3: conversation (2 messages)" in headings
     assert len(texts(browser, "#token-view-2 .tok")) == 5  # the second sample's prompt and reply
+    assert texts(browser, ".compaction-note") == ["Context compacted by window after turn 2: 900 → 300 tokens"]
 
 
 def test_replies_show_their_policy_and_rewards_each_policys(browser, tmp_path):

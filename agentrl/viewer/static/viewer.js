@@ -365,6 +365,15 @@
     return view;
   }
 
+  // The compaction (agent.context) that started step sample k (0-based), as a note, or null
+  function compactionNote(t, k) {
+    const records = ((t.metadata || {}).context || {}).compactions || [];
+    const c = records.find((r) => r.step_sample === k);
+    if (!c) return null;
+    const text = `Context compacted by ${c.strategy} after turn ${c.turn}: ${c.tokens_before} → ${c.tokens_after} tokens`;
+    return el("p", { class: "compaction-note", text });
+  }
+
   // Earlier step samples (the loop rewrote its context after each), in order, before the last one.
   function earlierStepSections(t) {
     const earlier = t.earlier_steps || [];
@@ -373,6 +382,7 @@
       el(
         "section",
         { class: "step-sample", data: { sample: k + 1 } },
+        compactionNote(t, k),
         el("h3", { text: `Step sample ${k + 1} of ${total}: conversation (${sample.messages.length} messages)` }),
         el("div", { class: "conversation" }, sample.messages.map(messageNode)),
         el("h3", { text: `Step sample ${k + 1} of ${total}: tokens (${sample.segments.length} segments)` }),
@@ -432,6 +442,7 @@
       el("h3", { text: "Timings (s)" }),
       kvTable("timings", t.timings),
       ...earlierStepSections(t),
+      compactionNote(t, (t.earlier_steps || []).length),
       el("h3", { text: lastSampleHeading(t, `conversation (${t.messages.length} messages)`) }),
       el("div", { id: "conversation" }, t.messages.map(messageNode)),
       el("h3", { text: lastSampleHeading(t, `tokens (${t.segments.length} segments)`) }),
