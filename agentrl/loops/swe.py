@@ -71,6 +71,7 @@ class SWELoopOptions(LoopOptions):
     )
     time_budget_s: float | None = Field(None, gt=0, description="wall-clock budget of the turns (stop: time_budget)")
     on_no_tool_call: Literal["remind", "stop"] = Field("remind", description="remind the model, or end")
+    reminder: str = Field(NO_TOOL_CALL, description="on_no_tool_call=remind: what a reply that calls no tool is told")
     patch_timeout_s: float = Field(60.0, gt=0, description="timeout of taking the diff out")
 
 
@@ -144,7 +145,7 @@ class SWEAgentLoop(SteppedLoop):
             if self.options.on_no_tool_call == "stop":
                 ctx.finish()
                 return True
-            errors = [NO_TOOL_CALL.removeprefix("Error: ")]
+            errors = [self.options.reminder.removeprefix("Error: ")]
         results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
         submitted = [r for r in results if r.metadata.get("submitted")]
         if submitted:

@@ -25,6 +25,7 @@ MODEL_ENDINGS = [
     StopReason.MAX_TURNS,
     StopReason.MAX_TOKENS,
     StopReason.CONTEXT_OVERFLOW,
+    StopReason.CONTEXT_EXHAUSTED,
     StopReason.TOOL_ERROR_LIMIT,
     StopReason.TIME_BUDGET,
 ]

@@ -4,7 +4,8 @@ Before each turn, when the conversation and a whole turn (`rollout.max_tokens`) 
 messages are waiting that did not fit, the strategy rewrites the conversation and the episode continues from it in
 a new step sample (`AgentContext.new_step_sample`'s mechanism: each step sample token-exact on its own, trained
 with the episode's advantage or its turns' credit). Each compaction is recorded in
-`trajectory.metadata["context"]["compactions"]`. The episode ends as `context_exhausted` when what the strategy
+`trajectory.metadata["context"]["compactions"]`. The episode ends as `context_exhausted` (why: in
+`metadata["context"]["exhausted"]`) when what the strategy
 keeps still leaves no room for a turn, or after `max_compactions`; `agent.max_total_tokens` still caps the whole
 episode (`context_overflow`).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import copy
 import inspect
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentrl.config.schema import ContextConfig
 from agentrl.loops.compaction.strategies import CompactionRequest, Strategy, resolve_strategy
@@ -86,19 +87,17 @@ class ContextManager:
         """
         if self.fits(ctx, turn_tokens):
             return
-        from agentrl.loops.context import StopLoop
 
         if len(self.records) >= self.config.max_compactions:
-            raise StopLoop(
-                StopReason.CONTEXT_EXHAUSTED,
-                f"agent.context.max_compactions={self.config.max_compactions} reached and the conversation is full",
+            self._exhausted(
+                ctx, f"agent.context.max_compactions={self.config.max_compactions} reached and the conversation is full"
             )
         before = ctx.builder.num_tokens + self.pending_tokens
         messages = await self._rewrite(ctx, policy, player)
         ids = ctx.builder.prompt_ids(messages, True)
         if len(ids) + turn_tokens > self.max_tokens:
-            raise StopLoop(
-                StopReason.CONTEXT_EXHAUSTED,
+            self._exhausted(
+                ctx,
                 f"after {self.config.strategy}, the conversation still has {len(ids)} tokens: with a turn of "
                 f"{turn_tokens} it exceeds agent.context.max_tokens={self.max_tokens}",
             )
@@ -109,6 +108,13 @@ class ContextManager:
         ctx.trajectory.metadata.setdefault("context", {})["compactions"] = [asdict(r) for r in self.records]
         metrics = ctx.trajectory.metrics
         metrics["loop/compactions"] = float(len(self.records))
+
+    def _exhausted(self, ctx: AgentContext, why: str) -> NoReturn:
+        """End the episode as context_exhausted, saying why in `metadata["context"]["exhausted"]`."""
+        from agentrl.loops.context import StopLoop
+
+        ctx.trajectory.metadata.setdefault("context", {})["exhausted"] = why
+        raise StopLoop(StopReason.CONTEXT_EXHAUSTED, why)
 
     async def _rewrite(self, ctx: AgentContext, policy: str | None, player: str | None) -> list[Message]:
         from agentrl.loops.context import StopLoop
@@ -123,10 +129,10 @@ class ContextManager:
             sequence_room, episode_room = ctx.rooms()
             if stop.reason != StopReason.CONTEXT_OVERFLOW or episode_room <= sequence_room:
                 raise  # not a compaction's problem: the episode's own budget (agent.max_total_tokens) is spent
-            raise StopLoop(
-                StopReason.CONTEXT_EXHAUSTED,
+            self._exhausted(
+                ctx,
                 f"{self.config.strategy} needed more room than rollout.max_model_len leaves ({stop}); lower "
                 "agent.context.max_tokens or the strategy's own budget (summary_max_tokens)",
-            ) from None
+            )
         finally:
             self.compacting = False
