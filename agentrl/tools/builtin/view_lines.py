@@ -1,0 +1,49 @@
+"""`view_lines`: numbered lines of a file in the sandbox, a range at a time (a small model's way to read code)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrl.tools.base import Tool, ToolContext, ToolResult
+from agentrl.tools.builtin.common import require_sandbox
+from agentrl.tools.builtin.editor import view_text
+from agentrl.tools.builtin.line_edit import read_module
+
+
+class ViewLinesOptions(BaseModel):
+    """`config:` of `view_lines`."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_lines: int = Field(40, ge=1, description="lines shown at most per call (a longer range is cut there)")
+
+
+class ViewLinesTool(Tool):
+    """Show lines `start` to `end` of a file, numbered."""
+
+    name = "view_lines"
+    description = (
+        "Show the lines `start` to `end` (1-based, inclusive) of the file `path`, numbered. Paths are relative to "
+        "your working folder or absolute; `pkg.py` also finds `pkg/__init__.py`."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "the file"},
+            "start": {"type": "integer", "description": "the first line, 1-based"},
+            "end": {"type": "integer", "description": "the last line"},
+        },
+        "required": ["path", "start", "end"],
+    }
+    config_model = ViewLinesOptions
+    cfg: ViewLinesOptions
+
+    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        sandbox = require_sandbox(ctx, self.name)
+        full, text = await read_module(sandbox, sandbox.resolve(arguments["path"]))
+        total = len(text.split("\n")) - (1 if text.endswith("\n") else 0)
+        start = max(int(arguments["start"]), 1)
+        end = min(int(arguments["end"]), total, start + self.cfg.max_lines - 1)
+        shown = view_text(text, [start, max(end, start)])
+        return ToolResult(call_id="", name="", content=f"{full}, lines {start}-{max(end, start)} of {total}:\n{shown}")
