@@ -54,12 +54,23 @@ reproduce the problem, make a minimal fix, check it, then call `submit`."""
 NO_TOOL_CALL = "Error: your reply called no tool. Use a tool to work on the repository, or call `submit` when done."
 
 
+class ExampleStep(BaseModel):
+    """A tool's output in a worked example, and the assistant's next reply."""
+
+    model_config = ConfigDict(extra="forbid")
+    output: str = Field(description="what the previous reply's tool call answered")
+    reply: str = Field(description="the assistant's next reply")
+
+
 class WorkedExample(BaseModel):
-    """An issue and the reply that solves it, shown to the model as earlier turns before its task."""
+    """An issue and the replies that solve it, shown to the model as earlier turns before its task."""
 
     model_config = ConfigDict(extra="forbid")
     issue: str = Field(description="a problem statement, shown through `prompt` as the task's is")
     reply: str = Field(description="the assistant's reply to it, e.g. the tool call that fixes it")
+    steps: list[ExampleStep] = Field(
+        default_factory=list, description="then, turn by turn: a tool's output and the next reply (an exploration)"
+    )
 
 
 class SWELoopOptions(LoopOptions):
@@ -122,6 +133,8 @@ class SWEAgentLoop(SteppedLoop):
         for example in self.options.examples:
             issue = self.options.prompt.format(problem_statement=example.issue, repo_dir=work_repo(task))
             messages += [Message(role="user", content=issue), Message(role="assistant", content=example.reply)]
+            for step in example.steps:
+                messages += [Message(role="tool", content=step.output), Message(role="assistant", content=step.reply)]
         issue = self.options.prompt.format(problem_statement=task.problem_statement, repo_dir=work_repo(task))
         return [*messages, Message(role="user", content=issue)]
 
