@@ -173,3 +173,20 @@ def test_worked_examples_come_before_the_issue_as_earlier_turns(tokenizer, sandb
     assert "sub() raises NameError" in first.content and shown.content == example["reply"]
     assert "add() returns the wrong sum" in task.content and traj.num_turns == 1
     assert check_drift(tokenizer, traj).ok
+
+
+def test_a_worked_exploration_shows_each_tool_output_and_the_next_reply(tokenizer, sandboxes):
+    steps = [{"output": "1 failed: m.py:3 NameError", "reply": call("submit", answer="read")}]
+    example = {"issue": "test_sub fails", "reply": call("submit", answer="ran"), "steps": steps}
+    (traj,) = run(tokenizer, [call("submit")], kwargs={"examples": [example], "reminder": "Call a tool."})
+    start = [m.role for m in traj.messages].index("user")
+    shown = traj.messages[start : start + 5]
+    assert [m.role for m in shown] == ["user", "assistant", "tool", "assistant", "user"]
+    assert shown[2].content == "1 failed: m.py:3 NameError" and shown[3].content == steps[0]["reply"]
+    assert not any(s.trainable for s in traj.segments[:1]) and traj.num_turns == 1
+    assert check_drift(tokenizer, traj).ok
+
+
+def test_the_reminder_is_what_a_reply_without_a_tool_call_is_told(tokenizer, sandboxes):
+    (traj,) = run(tokenizer, ["no call", call("submit")], kwargs={"reminder": "Error: call run_tests first."})
+    assert any("call run_tests first." in str(m.content) for m in traj.messages if m.role == "tool")
