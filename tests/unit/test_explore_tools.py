@@ -29,16 +29,20 @@ async def play(calls: list[tuple[str, dict]]) -> list:
 
 
 async def test_view_lines_shows_a_numbered_range_capped_and_finds_a_package_module() -> None:
-    (shown, capped, missing) = await play([
+    (shown, capped, missing, around, neither) = await play([
         ("view_lines", {"path": "pkg.py", "start": 50, "end": 51}),
         ("view_lines", {"path": "pkg/__init__.py", "start": 1, "end": 99}),
         ("view_lines", {"path": "nope.py", "start": 1, "end": 2}),
+        ("view_lines", {"path": "pkg.py", "line": 10}),
+        ("view_lines", {"path": "pkg.py"}),
     ])  # fmt: skip
     header, *lines = shown.content.splitlines()
     assert header.endswith("pkg/__init__.py, lines 50-51 of 51:") and len(lines) == 2
     assert "50" in lines[0] and lines[0].endswith("def double(n):") and lines[1].endswith("return n + n + 1")
     assert "lines 1-5 of 51" in capped.content and "# line 6" not in capped.content
     assert missing.is_error and "does not exist" in missing.content
+    assert "lines 7-11 of 51" in around.content  # the line and its neighbours, capped at max_lines
+    assert neither.is_error and "give start and end" in neither.content
 
 
 async def test_search_code_lists_file_and_line_of_the_first_matches() -> None:
