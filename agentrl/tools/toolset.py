@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ METRIC_KEYS = (
     "tool/timeouts",
     "tool/unknown",
     "tool/bad_args",
+    "tool/ignored_args",
     "tool/parse_errors",
     "tool/truncated",
     "tool/time_s",
@@ -140,12 +142,25 @@ class ToolSet:
             except Exception:
                 logger.exception("releasing tool '%s' of trajectory %s failed", name, self.trajectory_id)
 
+    def _without_ignored_arguments(self, tool: Tool, call: ToolCall) -> ToolCall:
+        """The call without the arguments its tool's schema does not list, for a tool configured to ignore them
+        (`config: {extra_arguments: ignore}`: a small model's stray keys); counted in `tool/ignored_args`."""
+        if getattr(tool.cfg, "extra_arguments", "refuse") != "ignore" or not isinstance(call.arguments, dict):
+            return call
+        known = tool.parameters.get("properties", {})
+        kept = {k: v for k, v in call.arguments.items() if k in known}
+        if len(kept) == len(call.arguments):
+            return call
+        self.metrics["tool/ignored_args"] += 1
+        return dataclasses.replace(call, arguments=kept)
+
     async def _run(self, call: ToolCall) -> ToolResult:
         tool = self.tools.get(call.name)
         if tool is None:
             self.metrics["tool/unknown"] += 1
             available = ", ".join(self.tools) or "none"
             return _error(call, f"Error: unknown tool '{call.name}'. Available tools: {available}.")
+        call = self._without_ignored_arguments(tool, call)
         problems = validate_arguments(call.arguments, tool.parameters)
         if problems:
             self.metrics["tool/bad_args"] += 1

@@ -63,3 +63,18 @@ async def test_run_tests_shows_the_end_of_pytests_report() -> None:
     ])  # fmt: skip
     assert "assert 5 == 4" in failing.content and "1 failed" in failing.content
     assert len(failing.content.splitlines()) <= 9 and "1 passed" in passing.content
+
+
+async def test_a_tool_set_to_ignore_stray_arguments_drops_them_and_counts_it() -> None:
+    sandbox = LocalSandbox()
+    await sandbox.write_file(sandbox.resolve("pkg/__init__.py"), MODULE)
+    strict = ToolSet([ViewLinesTool()], trajectory_id="t", sandbox=sandbox)
+    lenient = ToolSet([ViewLinesTool({"extra_arguments": "ignore"})], trajectory_id="t", sandbox=sandbox)
+    stray = ToolCall(id="1", name="view_lines", arguments={"path": "pkg.py", "line": 51, "old": "x"})
+    try:
+        refused, shown = await strict.execute(stray), await lenient.execute(stray)
+    finally:
+        await sandbox.close()
+    assert refused.is_error and "unexpected argument 'old'" in refused.content
+    assert not shown.is_error and "return n + n + 1" in shown.content
+    assert lenient.metrics["tool/ignored_args"] == 1 and strict.metrics["tool/bad_args"] == 1

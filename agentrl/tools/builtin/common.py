@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentrl.errors import UserError
 from agentrl.tools.base import ToolContext, ToolResult
+
+
+class ArgumentOptions(BaseModel):
+    """`config:` every small-model tool takes: what becomes of arguments its schema does not list."""
+
+    model_config = ConfigDict(extra="forbid")
+    extra_arguments: Literal["refuse", "ignore"] = Field(
+        "refuse",
+        description="an argument the schema does not list: an error the model reads (refuse), or dropped before the "
+        "call (ignore: a small model's stray keys do not cost it the call)",
+    )
 
 
 class NoSandboxError(UserError):

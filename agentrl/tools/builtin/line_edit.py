@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
+from agentrl.tools.builtin.common import ArgumentOptions, require_sandbox
 from agentrl.tools.builtin.editor import EditorError, read_sandbox_text, snippet
 
 PATH_AND_LINE = {
@@ -18,10 +18,9 @@ PATH_AND_LINE = {
 }
 
 
-class LineEditOptions(BaseModel):
+class LineEditOptions(ArgumentOptions):
     """`config:` of the one-line edit tools."""
 
-    model_config = ConfigDict(extra="forbid")
     ends_episode: bool = Field(False, description="the edit is the agent's submission: the episode ends after it")
 
 

@@ -9,18 +9,17 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
+from agentrl.tools.builtin.common import ArgumentOptions, require_sandbox
 
 PYTEST = "python3 -m pytest -x -q -p no:cacheprovider -o addopts='' --tb=short --no-header"
 
 
-class RunTestsOptions(BaseModel):
+class RunTestsOptions(ArgumentOptions):
     """`config:` of `run_tests`."""
 
-    model_config = ConfigDict(extra="forbid")
     max_lines: int = Field(30, ge=5, description="the last lines of pytest's output shown")
     timeout_s: float = Field(60.0, gt=0, description="timeout of one test run")
     setup: str = Field("", description="shell lines run before pytest (an environment's activation)")

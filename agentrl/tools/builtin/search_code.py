@@ -5,16 +5,15 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
+from agentrl.tools.builtin.common import ArgumentOptions, require_sandbox
 
 
-class SearchOptions(BaseModel):
+class SearchOptions(ArgumentOptions):
     """`config:` of `search_code`."""
 
-    model_config = ConfigDict(extra="forbid")
     max_matches: int = Field(20, ge=1, description="matching lines shown at most")
     include: str = Field("*.py", description="the files searched (a grep --include pattern)")
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from agentrl.tools.base import Tool, ToolContext, ToolResult
-from agentrl.tools.builtin.common import require_sandbox
+from agentrl.tools.builtin.common import ArgumentOptions, require_sandbox
 from agentrl.tools.builtin.editor import EditorError, view_text
 from agentrl.tools.builtin.line_edit import read_module
 
 AROUND = 3  # lines shown before and after a `line`
 
 
-class ViewLinesOptions(BaseModel):
+class ViewLinesOptions(ArgumentOptions):
     """`config:` of `view_lines`."""
 
-    model_config = ConfigDict(extra="forbid")
     max_lines: int = Field(40, ge=1, description="lines shown at most per call (a longer range is cut there)")
 
 
