@@ -121,7 +121,13 @@ async def prepare_repo(sandbox: Sandbox, task: SWETask, timeout: float = 300.0) 
             f"(exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-500:]}"
         )
     sandbox.workdir = dest
-    return result.stdout.strip().splitlines()[-1]
+    head = result.stdout.strip().splitlines()
+    if not head:  # seen once under load: the script exited 0 but its output came back empty; ask again
+        again = await sandbox.exec("git rev-parse HEAD", timeout=timeout, workdir=dest)
+        head = again.stdout.strip().splitlines()
+        if not again.ok or not head:
+            raise SandboxError(f"the repository of {task.instance_id} was prepared but its commit cannot be read")
+    return head[-1]
 
 
 async def extract_patch(sandbox: Sandbox, task: SWETask, base: str, timeout: float = 60.0) -> str:
