@@ -1,7 +1,8 @@
 """`run_tests`: run a test (or a test file) of the repository with pytest, and read the end of its report.
 
 The output is trimmed by one generic rule, whatever the task: pytest's short tracebacks, stopping at the first
-failure, and only the last `max_lines` lines (where pytest puts the failure's summary).
+failure, no warnings summary (it would push the traceback out of the tail), and only the last `max_lines` lines
+(where pytest puts the failure).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import Field
 from agentrl.tools.base import Tool, ToolContext, ToolResult
 from agentrl.tools.builtin.common import ArgumentOptions, require_sandbox
 
-PYTEST = "python3 -m pytest -x -q -p no:cacheprovider -o addopts='' --tb=short --no-header"
+PYTEST = "python3 -m pytest -x -q -p no:cacheprovider -p no:warnings -o addopts='' --tb=short --no-header"
 
 
 class RunTestsOptions(ArgumentOptions):
