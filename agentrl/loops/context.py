@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
 from agentrl.loops.policy_clients import client_for, learns
@@ -20,7 +20,6 @@ from agentrl.types import Message, Sample, StopReason, Trajectory
 if TYPE_CHECKING:
     from agentrl.envs.gym import GymEpisode
     from agentrl.gui.browser import MiniWoBSession
-    from agentrl.loops.compaction.manager import ContextManager
     from agentrl.sandbox.base import Sandbox
     from agentrl.tools.toolset import ToolSet
 
@@ -61,6 +60,24 @@ class Budgets:
     continue_cut_turns: bool = False
 
 
+class ContextBudget(Protocol):
+    """What `AgentContext` asks of an episode's context management (`agentrl.loops.compaction.ContextManager`)."""
+
+    compacting: bool
+    episode_tokens: int
+    pending: list[Message]
+
+    def copy(self) -> ContextBudget: ...
+
+    def started(self, ctx: AgentContext) -> None: ...
+
+    def fits(self, ctx: AgentContext, new_tokens: int) -> bool: ...
+
+    def hold(self, messages: list[Message], tokens: int) -> None: ...
+
+    async def make_room(self, ctx: AgentContext, turn_tokens: int, policy: str | None, player: str | None) -> None: ...
+
+
 @dataclass
 class Turn:
     """One assistant generation."""
@@ -88,7 +105,7 @@ class AgentContext:
     system_prompt: str | None = None  # merged into the prompt's system message by start()
     last_turn_cut: bool = False  # the latest reply was cut at max_tokens_per_turn (continue_cut_turns)
     resume_aborted: bool = False  # a generation the server aborts (weight push) continues from its prefix
-    context: ContextManager | None = None  # context management (`agent.context`), for loops that compact
+    context: ContextBudget | None = None  # context management (`agent.context`), for loops that compact
 
     def __post_init__(self) -> None:
         self.builder = TrajectoryBuilder(self.tokenizer, self.trajectory, tools=self.tool_schemas)

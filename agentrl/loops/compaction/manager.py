@@ -15,14 +15,12 @@ from __future__ import annotations
 import copy
 import inspect
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from agentrl.config.schema import ContextConfig
 from agentrl.loops.compaction.strategies import CompactionRequest, Strategy, resolve_strategy
+from agentrl.loops.context import AgentContext, StopLoop
 from agentrl.types import Message, StopReason
-
-if TYPE_CHECKING:
-    from agentrl.loops.context import AgentContext
 
 
 @dataclass
@@ -111,14 +109,10 @@ class ContextManager:
 
     def _exhausted(self, ctx: AgentContext, why: str) -> NoReturn:
         """End the episode as context_exhausted, saying why in `metadata["context"]["exhausted"]`."""
-        from agentrl.loops.context import StopLoop
-
         ctx.trajectory.metadata.setdefault("context", {})["exhausted"] = why
         raise StopLoop(StopReason.CONTEXT_EXHAUSTED, why)
 
     async def _rewrite(self, ctx: AgentContext, policy: str | None, player: str | None) -> list[Message]:
-        from agentrl.loops.context import StopLoop
-
         conversation = [*ctx.trajectory.messages, *self.pending]
         request = CompactionRequest(conversation, self.head or 0, len(self.pending), self.config, ctx, policy, player)
         self.compacting = True

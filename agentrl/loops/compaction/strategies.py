@@ -10,14 +10,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agentrl.config.schema import ContextConfig
 from agentrl.errors import UserError
+from agentrl.loops.context import AgentContext
 from agentrl.types import Message
-
-if TYPE_CHECKING:
-    from agentrl.loops.context import AgentContext
 
 
 @dataclass
