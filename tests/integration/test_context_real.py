@@ -35,7 +35,8 @@ def test_swe_episodes_go_on_past_the_servers_context(
         "data.eval_files=[]", "trainer.steps=1", "trainer.eval_every=0", "data.batch_size=1", "rollout.n=2",
         "rollout.seed=3", "rollout.max_tokens=16", f"rollout.max_model_len={MAX_MODEL_LEN}", "agent.max_turns=7",
         "agent.max_total_tokens=8192", "agent.on_cut_turn=continue", "agent.max_consecutive_tool_errors=99",
-        "agent.kwargs.examples=[]", f"agent.kwargs.reminder={json.dumps(REMINDER)}", "tools=[{class: bash}]",
+        "agent.kwargs.examples=[]", "agent.kwargs.time_budget_s=600", f"agent.kwargs.reminder={json.dumps(REMINDER)}",
+        "tools=[{class: bash}]",
         "agent.context.max_tokens=560", f"agent.context.strategy={strategy}", "agent.context.keep_tool_outputs=0",
         "agent.context.keep_turns=1", "agent.context.summary_max_tokens=24", f"output_dir={tmp_path / 'run'}",
     ]  # fmt: skip
