@@ -133,14 +133,18 @@ class HarborVerifierProcess:
             job = self.verifications.get(message["id"])
             if job is None:
                 continue  # given up on (timed out, cancelled)
-            if "call" in message:
-                call = asyncio.run_coroutine_threadsafe(self._answer_call(job, message), job.loop)
-                job.calls.add(call)
-                call.add_done_callback(job.calls.discard)
-            else:
-                job.loop.call_soon_threadsafe(_settle, job.future, message)
+            try:
+                if "call" in message:
+                    call = asyncio.run_coroutine_threadsafe(self._answer_call(job, message), job.loop)
+                    job.calls.add(call)
+                    call.add_done_callback(job.calls.discard)
+                else:
+                    job.loop.call_soon_threadsafe(_settle, job.future, message)
+            except RuntimeError:  # its event loop is closed: nobody waits for this verification any more
+                self.verifications.pop(message["id"], None)
         for job in list(self.verifications.values()):
-            job.loop.call_soon_threadsafe(_settle, job.future, {"error": self._died()})
+            with contextlib.suppress(RuntimeError):
+                job.loop.call_soon_threadsafe(_settle, job.future, {"error": self._died()})
 
     def _read_stderr(self) -> None:
         for line in self.process.stderr:  # type: ignore[union-attr]
