@@ -37,7 +37,7 @@ from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls, record_final_calls, require_tools
 from agentrl.sandbox.base import Sandbox
 from agentrl.swe.repo import extract_patch, open_task_sandbox, work_repo
-from agentrl.swe.task import SWETask
+from agentrl.swe.task import SWETask, TaskError
 from agentrl.tools.parsers import get_parser
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -83,6 +83,16 @@ class SWELoopOptions(LoopOptions):
     time_budget_s: float | None = Field(None, gt=0, description="wall-clock budget of the turns (stop: time_budget)")
     on_no_tool_call: Literal["remind", "stop"] = Field("remind", description="remind the model, or end")
     reminder: str = Field(NO_TOOL_CALL, description="on_no_tool_call=remind: what a reply that calls no tool is told")
+    issue: Literal["given", "failing_test"] = Field(
+        "given",
+        description="the issue shown: the task's problem statement, or only the failing test's name (the agent has to "
+        "run it to learn more; with tests_visible)",
+    )
+    tests_visible: bool = Field(
+        False,
+        description="the test patch's files are committed in the agent's repository, so it can run the failing tests "
+        "(grading puts them back from the test patch in a fresh container, so editing them changes nothing)",
+    )
     patch_timeout_s: float = Field(60.0, gt=0, description="timeout of taking the diff out")
 
 
@@ -114,6 +124,8 @@ class SWEAgentLoop(SteppedLoop):
 
     async def begin(self, sample: Sample, ctx: AgentContext) -> SWEState:
         task = SWETask.from_sample(sample)
+        if self.options.tests_visible and task.test_patch.strip():
+            task = task.model_copy(update={"start_patch": _joined(task.start_patch, task.test_patch)})
         traj = ctx.trajectory
         traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
         tools = require_tools(ctx, "swe_agent")
@@ -135,7 +147,8 @@ class SWEAgentLoop(SteppedLoop):
             messages += [Message(role="user", content=issue), Message(role="assistant", content=example.reply)]
             for step in example.steps:
                 messages += [Message(role="tool", content=step.output), Message(role="assistant", content=step.reply)]
-        issue = self.options.prompt.format(problem_statement=task.problem_statement, repo_dir=work_repo(task))
+        statement = failing_test_statement(task) if self.options.issue == "failing_test" else task.problem_statement
+        issue = self.options.prompt.format(problem_statement=statement, repo_dir=work_repo(task))
         return [*messages, Message(role="user", content=issue)]
 
     async def step(self, ctx: AgentContext, state: SWEState) -> bool:
@@ -237,6 +250,24 @@ async def open_swe_sandbox(task: SWETask, config: Any, run_id: str) -> tuple[San
             sandbox, _ = await opening
             await sandbox.close()
         raise
+
+
+def failing_test_statement(task: SWETask) -> str:
+    """An issue that names the first failing test and how many others fail with it; never the traceback.
+
+    Raises:
+        TaskError: the task lists no failing test.
+    """
+    if not task.FAIL_TO_PASS:
+        raise TaskError(f"{task.instance_id} lists no FAIL_TO_PASS test: agent.kwargs.issue=failing_test needs one")
+    first, others = task.FAIL_TO_PASS[0], len(task.FAIL_TO_PASS) - 1
+    also = f" ({others} other test{'s' if others > 1 else ''} of the suite fail{'' if others > 1 else 's'} too)"
+    return f"The test `{first}` fails{also if others else ''}. Find the bug in the package's code and fix it."
+
+
+def _joined(*patches: str) -> str:
+    """Diffs one after the other, as one diff `git apply` takes."""
+    return "".join(p if p.endswith("\n") else p + "\n" for p in patches if p.strip())
 
 
 def _add_time(traj: Trajectory, key: str, started: float) -> None:

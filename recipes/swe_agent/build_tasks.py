@@ -2,7 +2,6 @@
 
     .venv/bin/python recipes/swe_agent/build_tasks.py              # ~20 min on 2 cores; needs Docker and PyPI
     .venv/bin/python recipes/swe_agent/build_tasks.py --tier easy  # the swe_easy recipe's tasks
-    .venv/bin/python recipes/swe_agent/build_tasks.py --tier explore  # swe_explore's, from swe_easy's (~5 min)
 
 For each package below: download its sdist (cached in ~/.cache/agentrl/swe), run its own test suite in a sandbox
 of the test environment image, then try one-token mutations (`mutations.py`) of its functions, keeping those that
@@ -21,12 +20,6 @@ written to data/train.jsonl and data/eval.jsonl (one task per package held out).
 name mistyped where the function reads it (`mutations.name_typos`), kept only when the failing test's traceback
 ends at that line with a NameError; the problem statement is the last 12 lines of that frame of the traceback (the
 code up to the line, pytest's `>` marker, the error and `path:line`). Two tasks per package are held out.
-
-`--tier explore` builds the `swe_explore` recipe's tasks (`recipes/swe_explore/data`) from the easy tier's, the
-same bugs in the same images, split the same way: the issue names the failing test and nothing else (no traceback,
-file or line), and the failing tests' files are in the agent's repository (the task's `start_patch`), so that it
-can run them; grading still puts the test files back from `test_patch` in a fresh container, so that an edit of a
-test changes nothing. Each derived task is validated again.
 """
 
 from __future__ import annotations
@@ -348,47 +341,7 @@ async def validate(task: SWETask) -> str | None:
     return None
 
 
-def explore_statement(task: SWETask) -> str:
-    """The explore tier's issue: the failing test's name, and how many others fail with it; never the traceback."""
-    first, others = task.FAIL_TO_PASS[0], len(task.FAIL_TO_PASS) - 1
-    also = f" ({others} other test{'s' if others > 1 else ''} of the suite fail{'' if others > 1 else 's'} too)"
-    return f"The test `{first}` fails{also if others else ''}. Find the bug in the package's code and fix it."
-
-
-def explore_task(task: SWETask) -> SWETask:
-    """An easy-tier task as the explore tier asks it: the symptom only, the failing tests runnable."""
-    return task.model_copy(
-        update={
-            "instance_id": f"{task.instance_id}-explore",
-            "problem_statement": explore_statement(task),
-            "start_patch": task.test_patch,
-        }
-    )
-
-
-async def explore_main(args: argparse.Namespace) -> int:
-    easy, out = HERE.parent / "swe_easy" / "data", HERE.parent / "swe_explore" / "data"
-    out.mkdir(parents=True, exist_ok=True)
-    limit = asyncio.Semaphore(args.jobs)
-
-    async def check(task: SWETask) -> bool:
-        async with limit:
-            problem = await validate(task)
-        log(f"validate {task.instance_id}: {problem or 'ok'}")
-        return problem is None
-
-    for split in ("train", "eval"):
-        tasks = [explore_task(t) for t in load_tasks(easy / f"{split}.jsonl")]
-        verdicts = await asyncio.gather(*(check(t) for t in tasks))
-        valid = [t for t, ok in zip(tasks, verdicts, strict=True) if ok]
-        write_rows(valid, out / f"{split}.jsonl")
-        log(f"{split}: {len(valid)}/{len(tasks)} tasks valid")
-    return 0
-
-
 async def main_async(args: argparse.Namespace) -> int:
-    if args.tier == "explore":
-        return await explore_main(args)
     chosen = [p for p in PACKAGES if not args.only or p.name in args.only.split(",")]
     easy = args.tier == "easy"
     saved = cache_dir() / ("candidates-easy.jsonl" if easy else "candidates.jsonl")
@@ -438,10 +391,7 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated package names (default: all)")
     parser.add_argument("--jobs", type=int, default=4, help="packages screened at once")
     parser.add_argument("--revalidate", action="store_true", help="validate the last run's candidates again")
-    parser.add_argument(
-        "--tier", choices=["default", "easy", "explore"], default="default",
-        help="easy: swe_easy's name typos; explore: those bugs with the failing test's name as the only clue",
-    )  # fmt: skip
+    parser.add_argument("--tier", choices=["default", "easy"], default="default", help="easy: swe_easy's name typos")
     return asyncio.run(main_async(parser.parse_args()))
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,19 +14,15 @@ from agentrl.config import load_config
 from agentrl.loops.session import rollout_session
 from agentrl.loops.testing import ScriptedPolicy
 from agentrl.rewards.pipeline import RewardPipeline
-from agentrl.swe.task import load_tasks
 from agentrl.types import StopReason, Trajectory
 
 pytestmark = pytest.mark.integration
 
-EXPLORE_DATA = Path(__file__).resolve().parents[2] / "recipes" / "swe_explore" / "data"
-
 
 @pytest.fixture
 def explore_task(easy_task):
-    """The explore tier's version of the smallest built easy task (the same image)."""
-    tasks = load_tasks(EXPLORE_DATA / "train.jsonl") + load_tasks(EXPLORE_DATA / "eval.jsonl")
-    return next(t for t in tasks if t.image == easy_task.image)
+    """The smallest built easy task: swe_explore asks the easy tier's bugs differently."""
+    return easy_task
 
 
 def call(name: str, **arguments) -> str:
@@ -47,6 +42,7 @@ async def test_the_gold_exploration_resolves_the_bug(explore_task, default_token
         (traj,) = await manager.run([explore_task.to_sample()])
     assert traj.stop_reason is StopReason.DONE and traj.num_turns == 3, (traj.error, traj.messages[-1])
     task_at = max(i for i, m in enumerate(traj.messages) if m.role == "user")  # after the worked examples
+    assert traj.messages[task_at].content.startswith(f"The test `{explore_task.FAIL_TO_PASS[0]}` fails")
     ran, shown, *_ = [m.content for m in traj.messages[task_at:] if m.role == "tool"]
     assert f"{bug['file']}:{bug['line']}" in ran and "NameError" in ran  # the test points at the bug
     assert typo in shown and f"lines {bug['line'] - 2}-{bug['line'] + 2}" in shown

@@ -190,3 +190,11 @@ def test_a_worked_exploration_shows_each_tool_output_and_the_next_reply(tokenize
 def test_the_reminder_is_what_a_reply_without_a_tool_call_is_told(tokenizer, sandboxes):
     (traj,) = run(tokenizer, ["no call", call("submit")], kwargs={"reminder": "Error: call run_tests first."})
     assert any("call run_tests first." in str(m.content) for m in traj.messages if m.role == "tool")
+
+
+def test_the_issue_can_be_only_the_failing_tests_name(tokenizer, sandboxes, monkeypatch):
+    monkeypatch.setitem(globals(), "TASK", TASK.model_copy(update={"FAIL_TO_PASS": ["t.py::test_add", "t.py::test_b"]}))
+    (traj,) = run(tokenizer, [call("submit")], kwargs={"issue": "failing_test"})
+    task = next(m.content for m in traj.messages if m.role == "user")
+    assert "The test `t.py::test_add` fails (1 other test of the suite fails too)." in task
+    assert "add() returns the wrong sum" not in task
