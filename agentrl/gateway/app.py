@@ -1,8 +1,9 @@
 """The gateway's HTTP routes (aiohttp, in the event loop of the run's rollout client).
 
 Per session, under `/s/<session>/v1`: `POST /chat/completions` (tools, `tool_choice` auto or none, `n=1`, `stream`
-true or false; `agentrl.gateway.request_fields` lists every field), `GET /models`; the bare `/v1/chat/completions`
-is the session named `default`. With sessions opened on demand (`agentrl gateway`), `POST /s/<session>/close` ends
+true or false; `agentrl.gateway.request_fields` lists every field), Anthropic's `POST /messages` and
+`POST /messages/count_tokens` (`agentrl.gateway.messages_api`), `GET /models`; the bare `/v1/...` routes are the
+session named `default`. With sessions opened on demand (`agentrl gateway`), `POST /s/<session>/close` ends
 one and saves its trajectory. Errors are OpenAI-shaped (see `agentrl.gateway.errors`); `stream: true` answers
 server-sent events as the tokens are generated (see `agentrl.gateway.streaming`).
 """
@@ -18,9 +19,12 @@ from typing import Any
 from aiohttp import web
 
 from agentrl.gateway.errors import REFUSED, error_response, refusal
+from agentrl.gateway.messages_api import model_entry
+from agentrl.gateway.messages_routes import messages_routes
 from agentrl.gateway.recorder import Reply
 from agentrl.gateway.session import GatewaySession
 from agentrl.gateway.streaming import stream_chat
+from agentrl.gateway.validation import RequestError
 from agentrl.loops.protocols import TokenGenerator
 
 DEFAULT_SESSION = "default"
@@ -40,9 +44,10 @@ def build_app(
         session = sessions(request.match_info.get("session", DEFAULT_SESSION))
         if session is None:
             return error_response(404, "unknown session: use the base URL your trajectory was given", "NotFound")
-        body = await _read_json(request)
-        if isinstance(body, web.Response):
-            return body
+        try:
+            body = await read_json(request)
+        except RequestError as exc:
+            return error_response(400, str(exc), "BadRequestError")
         if isinstance(body, dict) and body.get("stream") is True:
             return await stream_chat(request, session, llm(), body, model_name)
         try:
@@ -53,9 +58,15 @@ def build_app(
         return web.json_response(completion_body(reply, model_name))
 
     async def models(_: web.Request) -> web.Response:
-        names = [model_name, *getattr(llm(), "names", [])]  # with several policies, each one's name too
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "agentrl"} for name in dict.fromkeys(names)]
-        return web.json_response({"object": "list", "data": data})
+        names = list(dict.fromkeys([model_name, *getattr(llm(), "names", [])]))  # with several policies, each's
+        data = [model_entry(name) for name in names]  # OpenAI's and Anthropic's listing in one
+        return web.json_response({"object": "list", "data": data, "has_more": False, "first_id": names[0],
+                                  "last_id": names[-1]})  # fmt: skip
+
+    def session_of(request: web.Request) -> GatewaySession | None:
+        return sessions(request.match_info.get("session", DEFAULT_SESSION))
+
+    messages, count_tokens = messages_routes(session_of, read_json, llm, model_name)
 
     async def close_session(request: web.Request) -> web.Response:
         assert close is not None
@@ -69,24 +80,29 @@ def build_app(
     app.router.add_post("/v1/chat/completions", chat_completions)  # the default session, when one is served
     app.router.add_get("/s/{session}/v1/models", models)
     app.router.add_get("/v1/models", models)
+    for prefix in ("/s/{session}/v1", "/v1"):  # Anthropic's Messages API (Claude Code, the anthropic SDK)
+        app.router.add_post(f"{prefix}/messages", messages)
+        app.router.add_post(f"{prefix}/messages/count_tokens", count_tokens)
     if close is not None:
         app.router.add_post("/s/{session}/close", close_session)
     return app
 
 
-async def _read_json(request: web.Request) -> Any:
-    """The request's JSON body, or the 400 answer saying why it is not one."""
+async def read_json(request: web.Request) -> Any:
+    """The request's JSON body.
+
+    Raises:
+        RequestError: the body is not UTF-8 JSON (the answer is a 400 in the route's API's shape).
+    """
     raw = await request.read()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return error_response(
-            400, f"the request body is not UTF-8 text ({exc.reason} at byte {exc.start})", "BadRequestError"
-        )
+        raise RequestError("", f"the request body is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        return error_response(400, f"the request body is not JSON: {exc}", "BadRequestError")
+        raise RequestError("", f"the request body is not JSON: {exc}") from exc
 
 
 def completion_body(reply: Reply, model_name: str) -> dict[str, Any]:

@@ -61,6 +61,8 @@ class Reply:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    text: str = ""
+    """The generated text as the model wrote it (tool calls and all)."""
 
     def usage(self) -> dict[str, int]:
         """OpenAI's `usage` object."""
@@ -177,7 +179,7 @@ class SessionRecorder:
         key = message_key(message)
         self._view.append(key)
         self._raw_replies[key] = raw
-        return Reply(message, reason, call.prompt_tokens, len(call.output_ids))
+        return Reply(message, reason, call.prompt_tokens, len(call.output_ids), raw)
 
     def _extend(self, new: list[Message]) -> bool:
         assert self._builder is not None
@@ -187,20 +189,30 @@ class SessionRecorder:
             return False
         return True
 
+    def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        """The tokens of `messages` and `tools` rendered as a new step sample's prompt (nothing is recorded)."""
+        return self._render(messages, tools, Trajectory(id="count")).num_tokens
+
     def _start_step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
         if self.steps and not any(c.output_ids for c in self.calls if c.step == len(self.steps) - 1):
             self.steps.pop()  # the current step sample only holds a failed call's prompt: nothing to train on
         index = len(self.steps)
         trajectory = Trajectory(id=self.trajectory_id if index == 0 else f"{self.trajectory_id}-step{index}")
         trajectory.metadata["gateway_step"] = index
+        self._builder = self._render(messages, tools, trajectory)
+        self.steps.append(trajectory)
+
+    def _render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, trajectory: Trajectory
+    ) -> TrajectoryBuilder:
         rendered = [self._as_rendered(m) for m in messages]
         schemas = tools or None
         if schemas and not template_has_tools_slot(self.tokenizer):
             rendered = add_tool_instructions(rendered, self.parser.format_instructions(schemas))
             schemas = None
-        self._builder = TrajectoryBuilder(self.tokenizer, trajectory, tools=schemas)
-        self._builder.start(rendered)
-        self.steps.append(trajectory)
+        builder = TrajectoryBuilder(self.tokenizer, trajectory, tools=schemas)
+        builder.start(rendered)
+        return builder
 
     def _as_rendered(self, message: dict[str, Any]) -> Message:
         """An assistant message the gateway generated is rendered from the model's own text."""

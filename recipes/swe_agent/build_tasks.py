@@ -53,6 +53,7 @@ from agentrl.swe.images import (
 )
 from agentrl.swe.report import Outcome, files_of_tests, first_failure, parse_junit
 from agentrl.swe.task import SWETask, load_tasks, write_rows
+from agentrl.tools.builtin.pytest_report import last_frame
 
 HERE = Path(__file__).resolve().parent
 TEST_REQUIREMENTS = ["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.3", "pygments==2.21.0"]
@@ -202,22 +203,11 @@ def problem_statement(pkg: Package, f2p: list[str], clean: Path, xml: str) -> st
     return "\n".join(parts)
 
 
-def last_frame(traceback: str, max_lines: int = EASY_FRAME_LINES) -> str:
-    """The last entry of a pytest traceback (the frame that raised): its source lines, `>` and `E` lines and the
-    `path:line: Error` footer, without the argument values pytest prints above it."""
-    lines = traceback.rstrip().splitlines()
-    seps = [i for i, line in enumerate(lines) if line.strip() and set(line.strip()) <= {"_", " "}]
-    frame = lines[seps[-1] + 1 :] if seps else lines
-    while frame and not frame[0].startswith(("    ", ">")):
-        frame = frame[1:]
-    return "\n".join(frame[-max_lines:])
-
-
 def easy_problem_statement(pkg: Package, f2p: list[str], m: Mutation, xml: str) -> str | None:
     """The easy tier's issue: the frame the failing check's NameError was raised in (None when the traceback does
     not end at the mutated line with a NameError, as when the function catches it). It names no test file, whose
     path a small model would copy instead of the footer's."""
-    frame = last_frame(first_failure(xml, f2p[0], traceback=True))
+    frame = last_frame(first_failure(xml, f2p[0], traceback=True), EASY_FRAME_LINES)
     if not frame.endswith(f"{m.path}:{m.line}: NameError"):
         return None
     return easy_statement(m.function, frame)

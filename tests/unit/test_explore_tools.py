@@ -13,12 +13,16 @@ MODULE = "".join(f"# line {i}\n" for i in range(1, 50)) + "def double(n):\n    r
 TEST = "from pkg import double\n\n\ndef test_double():\n    assert double(2) == 4\n\n\ndef test_zero():\n    pass\n"
 
 
-async def play(calls: list[tuple[str, dict]]) -> list:
+async def play(calls: list[tuple[str, dict]], run_tests: dict | None = None, module: str = MODULE) -> list:
     sandbox = LocalSandbox()
-    await sandbox.write_file(sandbox.resolve("pkg/__init__.py"), MODULE)
+    await sandbox.write_file(sandbox.resolve("pkg/__init__.py"), module)
     await sandbox.write_file(sandbox.resolve("test_pkg.py"), TEST)
     tools = ToolSet(
-        [ViewLinesTool({"max_lines": 5}), SearchCodeTool({"max_matches": 2}), RunTestsTool({"max_lines": 8})],
+        [
+            ViewLinesTool({"max_lines": 5}),
+            SearchCodeTool({"max_matches": 2}),
+            RunTestsTool(run_tests or {"max_lines": 8}),
+        ],
         trajectory_id="t",
         sandbox=sandbox,
     )
@@ -63,6 +67,21 @@ async def test_run_tests_shows_the_end_of_pytests_report() -> None:
     ])  # fmt: skip
     assert "assert 5 == 4" in failing.content and "1 failed" in failing.content
     assert len(failing.content.splitlines()) <= 9 and "1 passed" in passing.content
+
+
+async def test_run_tests_frame_report_shows_the_failing_test_and_the_frame_that_raised() -> None:
+    typo = MODULE.replace("return n + n + 1", "m = n\n    return n + nn")
+    (failing, passing) = await play(
+        [("run_tests", {}), ("run_tests", {"test": "test_pkg.py::test_zero"})],
+        run_tests={"report": "frame", "max_lines": 5},
+        module=typo,
+    )
+    assert failing.content.startswith("`test_double` fails:")
+    frame = failing.content.split("```")[1].strip("\n").splitlines()
+    assert frame[0] == ">       return n + nn" and frame[-1] == "pkg/__init__.py:52: NameError"  # the last 5 lines
+    assert "E       NameError: name 'nn' is not defined" in frame and len(frame) == 5
+    assert "test_pkg.py" not in failing.content  # the test's own frame is not the one that raised
+    assert "1 passed" in passing.content  # nothing failed: the report's tail
 
 
 async def test_a_tool_set_to_ignore_stray_arguments_drops_them_and_counts_it() -> None:
