@@ -2,7 +2,8 @@
 
 Per session, under `/s/<session>/v1`: `POST /chat/completions` (tools, `tool_choice` auto or none, `n=1`, `stream`
 true or false; `agentrl.gateway.request_fields` lists every field), Anthropic's `POST /messages` and
-`POST /messages/count_tokens` (`agentrl.gateway.messages_api`), `GET /models`; the bare `/v1/...` routes are the
+`POST /messages/count_tokens` (`agentrl.gateway.messages_api`), OpenAI's `POST /responses`
+(`agentrl.gateway.responses_api`), `GET /models`; the bare `/v1/...` routes are the
 session named `default`. With sessions opened on demand (`agentrl gateway`), `POST /s/<session>/close` ends
 one and saves its trajectory. Errors are OpenAI-shaped (see `agentrl.gateway.errors`); `stream: true` answers
 server-sent events as the tokens are generated (see `agentrl.gateway.streaming`).
@@ -22,6 +23,7 @@ from agentrl.gateway.errors import REFUSED, error_response, refusal
 from agentrl.gateway.messages_api import model_entry
 from agentrl.gateway.messages_routes import messages_routes
 from agentrl.gateway.recorder import Reply
+from agentrl.gateway.responses_routes import responses_route
 from agentrl.gateway.session import GatewaySession
 from agentrl.gateway.streaming import stream_chat
 from agentrl.gateway.validation import RequestError
@@ -67,6 +69,7 @@ def build_app(
         return sessions(request.match_info.get("session", DEFAULT_SESSION))
 
     messages, count_tokens = messages_routes(session_of, read_json, llm, model_name)
+    responses = responses_route(session_of, read_json, llm, model_name)
 
     async def close_session(request: web.Request) -> web.Response:
         assert close is not None
@@ -83,6 +86,7 @@ def build_app(
     for prefix in ("/s/{session}/v1", "/v1"):  # Anthropic's Messages API (Claude Code, the anthropic SDK)
         app.router.add_post(f"{prefix}/messages", messages)
         app.router.add_post(f"{prefix}/messages/count_tokens", count_tokens)
+        app.router.add_post(f"{prefix}/responses", responses)  # OpenAI's Responses API (Codex CLI)
     if close is not None:
         app.router.add_post("/s/{session}/close", close_session)
     return app

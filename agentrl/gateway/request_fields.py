@@ -174,3 +174,10 @@ def fields_tables() -> str:
         out.append("")
     out.append("Any other field is refused: it may change the reply, and the gateway does not apply it.")
     return "\n".join(out) + "\n"
+
+
+def api_fields_table(fields: dict[str, str]) -> str:
+    """The fields of another API the gateway speaks (`messages_api.MESSAGES_FIELDS`, `responses_api.RESPONSES_FIELDS`)
+    as the markdown table the docs quote."""
+    rows = ["| field | |", "|---|---|", *(f"| `{name}` | {text} |" for name, text in fields.items())]
+    return "\n".join([*rows, "", "Any other field is refused with a 400 naming it."]) + "\n"

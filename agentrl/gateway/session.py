@@ -12,6 +12,7 @@ from typing import Any
 
 from agentrl.gateway.recorder import Reply, SessionRecorder
 from agentrl.gateway.request_fields import SAMPLING, truncated_field, untrainable_sampling
+from agentrl.gateway.responses_api import Conversations
 from agentrl.gateway.validation import RequestError, read_request
 from agentrl.loops.policy_clients import PolicyClients, client_for, learns
 from agentrl.loops.protocols import Generation, Piece, StreamingTokenGenerator, TokenGenerator, TokenSink
@@ -69,6 +70,7 @@ class GatewaySession:
             or `top_k` > 0 is honoured, with a warning, as the run's own `rollout.top_p` is.
         resume_aborted: a generation a weight push aborts continues from its exact prefix (partial rollouts).
         id: the unguessable id in the session's URL.
+        responses: the conversations its Responses API calls ended, for `previous_response_id`.
     """
 
     recorder: SessionRecorder
@@ -85,6 +87,7 @@ class GatewaySession:
     started: float = field(default_factory=time.monotonic)
     metrics: dict[str, float] = field(default_factory=dict)
     closed: bool = False
+    responses: Conversations = field(default_factory=Conversations)
 
     def __post_init__(self) -> None:
         self.lock = asyncio.Lock()  # an agent's parallel calls are recorded one after the other

@@ -15,7 +15,9 @@ import agentrl.gateway.session as session_module
 from agentrl.config import AgentConfig, RolloutConfig, load_config
 from agentrl.gateway import Gateway
 from agentrl.gateway.agent_loop import corrects_truncation
-from agentrl.gateway.request_fields import HONOURED, IGNORED, REFUSED, fields_tables
+from agentrl.gateway.messages_api import MESSAGES_FIELDS
+from agentrl.gateway.request_fields import HONOURED, IGNORED, REFUSED, api_fields_table, fields_tables
+from agentrl.gateway.responses_api import RESPONSES_FIELDS
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.policy_clients import PolicyClients
 from agentrl.loops.testing import ScriptedPolicy
@@ -195,3 +197,9 @@ def test_the_openai_agent_loop_lets_truncated_sampling_through_only_when_every_l
     assert corrects_truncation(load_config("quickstart", [*two, "trainer.tis_cap=3"]))
     frozen = ["policies={a: {trainer: {tis_cap: 2}}, b: {trainable: false}}"]
     assert corrects_truncation(load_config("quickstart", frozen))
+
+
+@pytest.mark.parametrize(("marker", "fields"), [("messages", MESSAGES_FIELDS), ("responses", RESPONSES_FIELDS)])
+def test_the_docs_quote_the_messages_and_responses_fields(marker, fields):
+    quoted = DOC.read_text().split(f"<!-- {marker}-fields:start")[1].split("-->\n", 1)[1]
+    assert quoted.split(f"<!-- {marker}-fields:end -->")[0] == api_fields_table(fields)

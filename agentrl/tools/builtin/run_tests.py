@@ -2,8 +2,8 @@
 
 The output is trimmed by one generic rule, whatever the task, chosen by `report`: `tail` shows pytest's short
 tracebacks, stopping at the first failure, no warnings summary (it would push the traceback out of the tail), and
-only the last `max_lines` lines (where pytest puts the failure); `frame` shows the first failing test's name and the
-frame its error was raised in (pytest's long traceback, its last `max_lines` lines), or the tail when nothing failed.
+only the last `max_lines` lines (where pytest puts the failure); `frame` shows the frame the first failure's error was
+raised in (pytest's long traceback, its last `max_lines` lines), or the tail when nothing failed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from agentrl.tools.builtin.pytest_report import first_failure_frame
 
 PYTEST = "python3 -m pytest -x -q -p no:cacheprovider -p no:warnings -o addopts='' --no-header"
 TRACEBACK = {"tail": "--tb=short", "frame": "--tb=long -rN"}
+FRAME_HEADER = "A test fails here:"  # not the test's name: a small model copies it as the path to edit
 
 
 class RunTestsOptions(ArgumentOptions):
@@ -29,8 +30,8 @@ class RunTestsOptions(ArgumentOptions):
     setup: str = Field("", description="shell lines run before pytest (an environment's activation)")
     report: Literal["tail", "frame"] = Field(
         "tail",
-        description="what is shown: the last max_lines lines of pytest's report (tail), or the first failing test's "
-        "name and the frame its error was raised in, its last max_lines lines (frame; the tail when nothing failed)",
+        description="what is shown: the last max_lines lines of pytest's report (tail), or the frame the first "
+        "failure's error was raised in, its last max_lines lines (frame; the tail when nothing failed)",
     )
 
 
@@ -65,7 +66,7 @@ class RunTestsTool(Tool):
         result = await sandbox.exec(command, timeout=self.cfg.timeout_s)
         output = result.stdout + result.stderr
         failure = first_failure_frame(output, self.cfg.max_lines) if self.cfg.report == "frame" else None
-        content = f"`{failure[0]}` fails:\n\n```\n{failure[1]}\n```" if failure else self._tail(output)
+        content = f"{FRAME_HEADER}\n\n```\n{failure[1]}\n```" if failure else self._tail(output)
         if result.timed_out:
             content += f"\n[timed out after {self.cfg.timeout_s:g}s]"
         return ToolResult(call_id="", name="", content=content)
