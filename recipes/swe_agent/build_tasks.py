@@ -20,6 +20,11 @@ written to data/train.jsonl and data/eval.jsonl (one task per package held out).
 name mistyped where the function reads it (`mutations.name_typos`), kept only when the failing test's traceback
 ends at that line with a NameError; the problem statement is the last 12 lines of that frame of the traceback (the
 code up to the line, pytest's `>` marker, the error and `path:line`). Two tasks per package are held out.
+
+`--more` builds the same kind of bugs in `MORE_PACKAGES`, packages no other tier touches, for `swe_explore`
+(`recipes/swe_explore/data`, beside the easy tier's rows that recipe also reads):
+
+    .venv/bin/python recipes/swe_agent/build_tasks.py --more --per-package 6 --max-tries 24 --jobs 2 --held-out 3
 """
 
 from __future__ import annotations
@@ -114,6 +119,25 @@ PACKAGES = [
         tests=["tests"],
     ),
 ]
+
+
+MORE_PACKAGES = [  # `--more`: the explore tier's own bugs, in packages no other tier touches
+    Package("idna", "3.21", "kjd/idna", ["idna/core.py"], ["tests/test_idna.py"]),
+    Package("isodate", "0.7.2", "gweis/isodate",
+            [f"src/isodate/{m}.py" for m in ("isodates", "isotime", "isoduration", "duration", "tzinfo")],
+            ["tests"], python_path=["src"]),
+    Package("jmespath", "1.1.0", "jmespath/jmespath.py",
+            ["jmespath/functions.py", "jmespath/visitor.py", "jmespath/parser.py"], ["tests"]),
+    Package("more-itertools", "11.2.1", "more-itertools/more-itertools",
+            ["more_itertools/more.py", "more_itertools/recipes.py"], ["tests"]),
+    Package("pathspec", "1.1.1", "cpburnz/python-pathspec", ["pathspec/util.py", "pathspec/pathspec.py"], ["tests"]),
+    Package("semver", "3.2.0", "python-semver/python-semver", ["src/semver/version.py", "src/semver/_deprecated.py"],
+            ["tests"], python_path=["src"]),
+    Package("tabulate", "0.10.0", "astanin/python-tabulate", ["tabulate/__init__.py"], ["test"]),
+    Package("mistune", "3.4.0", "lepture/mistune",
+            [f"src/mistune/{m}.py" for m in ("util", "inline_parser", "block_parser", "core")],
+            ["tests"], python_path=["src"]),
+]  # fmt: skip
 
 
 def log(msg: str) -> None:
@@ -332,9 +356,12 @@ async def validate(task: SWETask) -> str | None:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    chosen = [p for p in PACKAGES if not args.only or p.name in args.only.split(",")]
-    easy = args.tier == "easy"
-    saved = cache_dir() / ("candidates-easy.jsonl" if easy else "candidates.jsonl")
+    packages = MORE_PACKAGES if args.more else PACKAGES
+    chosen = [p for p in packages if not args.only or p.name in args.only.split(",")]
+    easy = args.tier == "easy" or args.more
+    saved = cache_dir() / (
+        "candidates-more.jsonl" if args.more else "candidates-easy.jsonl" if easy else "candidates.jsonl"
+    )
     if args.revalidate:
         candidates = load_tasks(saved)
     else:
@@ -363,10 +390,10 @@ async def main_async(args: argparse.Namespace) -> int:
     held_out: dict[str, list[str]] = {}
     for task in valid:  # the first tasks of each package (their functions differ from every training task's)
         kept = held_out.setdefault(task.repo, [])
-        if len(kept) < (2 if easy else 1):
+        if len(kept) < (args.held_out or (2 if easy else 1)):
             kept.append(task.instance_id)
     eval_ids = {i for ids in held_out.values() for i in ids}
-    out = (HERE.parent / "swe_easy" if easy else HERE) / "data"
+    out = (HERE.parent / ("swe_explore" if args.more else "swe_easy" if easy else "swe_agent")) / "data"
     out.mkdir(exist_ok=True)
     write_rows([t for t in valid if t.instance_id not in eval_ids], out / "train.jsonl")
     write_rows([t for t in valid if t.instance_id in eval_ids], out / "eval.jsonl")
@@ -382,6 +409,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=4, help="packages screened at once")
     parser.add_argument("--revalidate", action="store_true", help="validate the last run's candidates again")
     parser.add_argument("--tier", choices=["default", "easy"], default="default", help="easy: swe_easy's name typos")
+    parser.add_argument("--more", action="store_true", help="MORE_PACKAGES' easy-tier bugs, for recipes/swe_explore")
+    parser.add_argument("--held-out", type=int, default=0, help="tasks held out per package (default: 2 easy, 1)")
     return asyncio.run(main_async(parser.parse_args()))
 
 
