@@ -7,8 +7,9 @@ and enforces the trajectory's budgets. The agent is either a Python callable
     run(base_url=..., model=..., sample=..., sandbox=...)   # sandbox: the trajectory's, or None
 
 or a command (`agent.kwargs.command="python my_agent.py"`) run with `OPENAI_BASE_URL`, `OPENAI_API_KEY`,
-`OPENAI_MODEL` and `AGENTRL_SAMPLE` (the row as JSON) in its environment. Its return value (or stdout) is kept in
-`trajectory.metadata["agent_result"]` for rewards to read.
+`OPENAI_MODEL` and `AGENTRL_SAMPLE` (the row as JSON) in its environment, or a harness (`agent.kwargs.harness`:
+`claude_code`, `codex`; `agentrl.harnesses`) run unchanged inside the task's own container, whose only way out is
+the gateway. Its return value (or stdout) is kept in `trajectory.metadata["agent_result"]` for rewards to read.
 
 The trajectory is the session's last step sample; when the agent rewrote its history, the earlier step samples
 ride along in `trajectory.earlier_steps` and train with the same advantage. An agent that raises (or a command
@@ -32,6 +33,17 @@ from pydantic import Field, model_validator
 from agentrl.config.policies import policy_config, trainable_policies
 from agentrl.config.schema import AgentRLConfig
 from agentrl.gateway import Gateway, GatewaySession, SessionLimits
+from agentrl.harnesses.builtin import get_harness
+from agentrl.harnesses.install import prepare_harness
+from agentrl.harnesses.run import (
+    SOCKET_NAME,
+    HarnessFailed,
+    harness_mounts,
+    harness_socket_dir,
+    run_harness,
+    session_url,
+)
+from agentrl.harnesses.spec import Launch
 from agentrl.loops.base import AgentLoopBase, LoopOptions
 from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
@@ -44,6 +56,8 @@ DEADLINE_GRACE_S = 5.0
 """The agent runs this long past `timeout_s` before it is cancelled: the gateway refuses its calls first."""
 RESULT_CHARS = 20_000
 """Stdout of a command agent kept as its result, at most (the tail)."""
+HARNESS_TIMEOUT_S = 1800.0
+"""A harness's run without `agent.kwargs.timeout_s`: long, but not forever (it runs in a container)."""
 
 
 class OpenAIAgentOptions(LoopOptions):
@@ -63,11 +77,27 @@ class OpenAIAgentOptions(LoopOptions):
         description="the agent's sandbox: the run's (`sandbox.backend`), or each SWE task's own container "
         "(its diff then lands in metadata['model_patch'] for the swe_tests reward)",
     )
+    harness: Literal["claude_code", "codex"] | None = Field(
+        None,
+        description="an agent harness run unchanged in the task's container (task_sandbox=swe_task), its only way "
+        "out the gateway: claude_code (Messages API) or codex (Responses API); docs/guides/harnesses.md",
+    )
+    harness_args: list[str] = Field(default_factory=list, description="extra command-line arguments of the harness")
+    harness_prompt: str = Field(
+        "{prompt}", description="what the harness is asked: `{prompt}` is the row's user text (the task's issue)"
+    )
 
     @model_validator(mode="after")
     def _one_agent(self) -> OpenAIAgentOptions:
-        if (self.entry_point is None) == (self.command is None):
-            raise ValueError("set exactly one of agent.kwargs.entry_point (a callable) or agent.kwargs.command")
+        if sum(x is not None for x in (self.entry_point, self.command, self.harness)) != 1:
+            raise ValueError(
+                "set exactly one of agent.kwargs.entry_point (a callable), agent.kwargs.command or agent.kwargs.harness"
+            )
+        if self.harness is not None and self.task_sandbox != "swe_task":
+            raise ValueError(
+                f"agent.kwargs.harness={self.harness} runs in the task's own container: set "
+                "agent.kwargs.task_sandbox=swe_task (the rows must be SWE tasks)"
+            )
         return self
 
 
@@ -88,6 +118,8 @@ class OpenAIAgentLoop(AgentLoopBase):
         self._gateway: Gateway | None = None
         self._gateway_lock: asyncio.Lock | None = None
         self._open = 0
+        self._harness_ready: asyncio.Task[str] | None = None
+        self._socket_dir = harness_socket_dir() if self.options.harness else None
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: OpenAIAgentOptions = self.options
@@ -114,6 +146,8 @@ class OpenAIAgentLoop(AgentLoopBase):
 
     async def _run_agent(self, session: GatewaySession, sample: Sample, ctx: AgentContext) -> Any:
         options: OpenAIAgentOptions = self.options
+        if options.harness is not None:
+            return await self._run_harness(options, session, sample, ctx)
         if options.command is not None:
             return await self._run_command(options, session, sample)
         agent = import_object(options.entry_point or "", "agent entry point")
@@ -155,6 +189,35 @@ class OpenAIAgentLoop(AgentLoopBase):
             raise RuntimeError(f"`{options.command}` exited with {process.returncode}: {tail}")
         return stdout.decode(errors="replace")[-RESULT_CHARS:]
 
+    async def _run_harness(
+        self, options: OpenAIAgentOptions, session: GatewaySession, sample: Sample, ctx: AgentContext
+    ) -> str:
+        assert options.harness is not None and ctx.sandbox is not None
+        text = "\n\n".join(str(m.content) for m in sample.prompt if m.role == "user" and m.content)
+        prompt = options.harness_prompt.replace("{prompt}", text)
+        launch = Launch(prompt, options.model_name, session_url(session.id), tuple(options.harness_args))
+        timeout = options.timeout_s or HARNESS_TIMEOUT_S
+        try:
+            return await run_harness(get_harness(options.harness), ctx.sandbox, launch, timeout, ctx.sandbox.workdir)
+        except HarnessFailed as exc:
+            calls = session.recorder.calls
+            if calls and calls[-1].finish_reason == "length":
+                # the harness gives up on a reply cut at its token budget: the model's ending, trained on as one
+                session.end(StopReason.MAX_TOKENS, f"the last reply was cut at its token budget and {exc}")
+                return str(exc)
+            raise
+
+    async def _prepared_harness(self) -> list[Any]:
+        """The mounts of a harness's container, its volume built once per loop (in a thread: it is Docker work)."""
+        if self.options.harness is None:
+            return []
+        harness = get_harness(self.options.harness)
+        if self._harness_ready is None:
+            self._harness_ready = asyncio.ensure_future(asyncio.to_thread(prepare_harness, harness))
+        await asyncio.shield(self._harness_ready)
+        assert self._socket_dir is not None
+        return harness_mounts(harness, self._socket_dir)
+
     @contextlib.asynccontextmanager
     async def _sandbox(self, sample: Sample, ctx: AgentContext) -> AsyncIterator[None]:
         """With `task_sandbox=swe_task`: the task's own container as `ctx.sandbox`, its diff taken out after."""
@@ -170,7 +233,8 @@ class OpenAIAgentLoop(AgentLoopBase):
         traj = ctx.trajectory
         traj.metadata.update({"instance_id": task.instance_id, "model_patch": ""})
         config = self.run_config.sandbox if self.run_config is not None else SandboxConfig(backend="docker")
-        sandbox, base = await open_swe_sandbox(task, config, run_id=f"swe-{traj.id[:8]}")
+        mounts = await self._prepared_harness()
+        sandbox, base = await open_swe_sandbox(task, config, run_id=f"swe-{traj.id[:8]}", mounts=mounts)
         ctx.sandbox = sandbox
         traj.metadata["base_commit"] = base
         try:
@@ -215,7 +279,8 @@ class OpenAIAgentLoop(AgentLoopBase):
         async with self._gateway_lock:
             if self._gateway is None:
                 name, parser = self.options.model_name, self.config.tool_parser
-                gateway = Gateway(ctx.llm, ctx.tokenizer, model_name=name, tool_parser=parser)
+                socket = f"{self._socket_dir}/{SOCKET_NAME}" if self._socket_dir else None
+                gateway = Gateway(ctx.llm, ctx.tokenizer, model_name=name, tool_parser=parser, unix_socket=socket)
                 await gateway.start()
                 self._gateway = gateway
             self._open += 1

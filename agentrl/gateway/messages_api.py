@@ -23,7 +23,7 @@ from agentrl.gateway.validation import RequestError
 MESSAGES_FIELDS: dict[str, str] = {
     "model": "with several policies, the policy of that name generates; any other name means the default policy",
     "max_tokens": "lowers the run's reply budget (`rollout.max_tokens`), never raises it",
-    "messages": "user and assistant messages of `text`, `tool_use` and `tool_result` blocks (or a string), "
+    "messages": "user, assistant and system messages of `text`, `tool_use` and `tool_result` blocks (or a string), "
     "rendered with the policy's chat template; the recorded tokens are reused when they extend the conversation",
     "system": "a string or `text` blocks: the first message",
     "tools": "custom tools (`name`, `description`, `input_schema`); Anthropic's server tools are refused",
@@ -38,6 +38,8 @@ MESSAGES_FIELDS: dict[str, str] = {
     "service_tier": "ignored (Anthropic's processing tier)",
     "cache_control": "ignored (Anthropic's prompt cache; the gateway reuses recorded tokens anyway)",
     "context_management": "ignored (Anthropic's server-side clearing of old tool results; history stays the agent's)",
+    "output_config": "`effort` ignored (the policy reasons as its chat template makes it); a `format` (structured "
+    "output) is refused",
 }
 """Every top-level field of a Messages request the gateway reads; any other is refused."""
 
@@ -56,6 +58,9 @@ def to_chat_request(body: Any) -> dict[str, Any]:
         raise RequestError("", "the request body must be a JSON object (a Messages request)")
     if unknown := [key for key in body if key not in MESSAGES_FIELDS]:
         raise RequestError(unknown[0], f"`{unknown[0]}` is not a Messages field the gateway serves")
+    output_config = body.get("output_config")
+    if output_config is not None and (not isinstance(output_config, dict) or set(output_config) - {"effort"}):
+        raise RequestError("output_config", "`output_config` may only set `effort`: structured output is refused")
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise RequestError("max_tokens", f"`max_tokens` is required: a positive integer, got {max_tokens!r}")
@@ -105,11 +110,13 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         where = f"messages.{index}"
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
             role = message.get("role") if isinstance(message, dict) else None
-            raise RequestError(f"{where}.role", f"`{where}.role` must be user or assistant, got {role!r}")
+            raise RequestError(f"{where}.role", f"`{where}.role` must be user, assistant or system, got {role!r}")
         content = message.get("content")
-        if isinstance(content, str):
+        if message["role"] == "system":  # a system message within the conversation (Claude Code's environment)
+            out.append({"role": "system", "content": _text(content, f"{where}.content")})
+        elif isinstance(content, str):
             out.append({"role": message["role"], "content": content})
         elif isinstance(content, list):
             reader = _assistant if message["role"] == "assistant" else _user

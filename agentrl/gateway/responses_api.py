@@ -46,6 +46,7 @@ RESPONSES_FIELDS: dict[str, str] = {
     "text": '`{"format": {"type": "text"}}` (and `verbosity`, ignored); structured output formats are refused',
     "truncation": '`"disabled"` (the default); `"auto"` is refused: the session\'s token budget ends the episode',
     "stream_options": "ignored",
+    "client_metadata": "ignored (a client's own tags: Codex's turn and session ids)",
 }
 """Every top-level field of a Responses request the gateway reads; any other is refused."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
@@ -38,6 +40,9 @@ class Gateway:
             (`agentrl gateway`). Off for training, where only the URLs handed out are valid.
         on_close: called with each session closed (e.g. to save its trajectory).
         session_options: `open_session` arguments of on-demand sessions.
+        unix_socket: also serve on this unix socket (created world-connectable), for agents in containers that
+            have no network: the folder holding it is mounted into them, and `agentrl.harnesses.bridge` forwards a
+            port on their loopback to it.
     """
 
     def __init__(
@@ -52,12 +57,14 @@ class Gateway:
         on_demand: bool = False,
         on_close: Callable[[GatewaySession], None] | None = None,
         session_options: dict[str, Any] | None = None,
+        unix_socket: str | None = None,
     ) -> None:
         self.llm, self.tokenizer, self.model_name = llm, tokenizer, model_name
         self.parser = get_parser(tool_parser)
         self.host, self.port = host, port
         self.on_demand, self.on_close = on_demand, on_close
         self.session_options = session_options or {}
+        self.unix_socket = unix_socket
         self.sessions: dict[str, GatewaySession] = {}
         self._runner: web.AppRunner | None = None
 
@@ -81,6 +88,11 @@ class Gateway:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        if self.unix_socket is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.unix_socket)  # a stopped gateway's
+            await web.UnixSite(self._runner, self.unix_socket).start()
+            os.chmod(self.unix_socket, 0o666)  # the containers' user is not ours
 
     async def stop(self) -> None:
         """Stop serving, then close the open sessions (and hand each to `on_close`): calls still in flight end

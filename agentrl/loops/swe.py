@@ -240,9 +240,11 @@ class SWEState:
         await self.owned.release()
 
 
-async def open_swe_sandbox(task: SWETask, config: Any, run_id: str) -> tuple[Sandbox, str]:
+async def open_swe_sandbox(
+    task: SWETask, config: Any, run_id: str, mounts: list[Any] | None = None
+) -> tuple[Sandbox, str]:
     """`open_task_sandbox`, shielded: a trajectory cancelled while its container starts still removes it."""
-    opening = asyncio.ensure_future(open_task_sandbox(task, config, run_id=run_id))
+    opening = asyncio.ensure_future(open_task_sandbox(task, config, run_id=run_id, mounts=mounts))
     try:
         return await asyncio.shield(opening)
     except asyncio.CancelledError:

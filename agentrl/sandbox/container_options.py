@@ -4,6 +4,7 @@ default (locked-down) and task-image containers. `DockerSandbox.create_sync` put
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from agentrl.sandbox.containers import remove_quietly, untrack
@@ -28,6 +29,29 @@ SHELL_REAPER = 'trap "exit 0" TERM; while :; do sleep 2 & wait; done'
 TASK_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
 """What root in a task image may still do to the container's own files (chown, chmod, write other users' files,
 switch user): Docker's default set without network, device, chroot and audit capabilities."""
+
+
+@dataclass(frozen=True)
+class ExtraMount:
+    """A named volume or a host folder mounted into a sandbox beside `/work`: a harness's files (a volume, read-only)
+    or the folder of the gateway's unix socket (the only way out of a container without network).
+
+    Attributes:
+        source: a volume's name, or an absolute host path.
+        target: where it appears in the container.
+        read_only: mounted read-only.
+    """
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+def add_mounts(options: dict[str, Any], mounts: list[ExtraMount]) -> dict[str, Any]:
+    """`options` with `mounts` added to its volumes."""
+    volumes = dict(options.get("volumes") or {})
+    volumes.update({m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in mounts})
+    return {**options, "volumes": volumes}
 
 
 def discard_failed_start(client: Any, name: str, volume: str | None) -> None:

@@ -49,6 +49,8 @@ from agentrl.sandbox.base import (
 from agentrl.sandbox.container_options import (
     UID,
     WORKDIR,
+    ExtraMount,
+    add_mounts,
     discard_failed_start,
     sandbox_options,
     task_image_options,
@@ -141,6 +143,7 @@ class DockerSandbox(Sandbox):
         user: str = f"{UID}:{UID}",
         read_only: bool = True,
         task_image: bool = False,
+        mounts: list[ExtraMount] | None = None,
     ) -> DockerSandbox:
         """Start a container (blocking).
 
@@ -161,6 +164,7 @@ class DockerSandbox(Sandbox):
             read_only: mount the image's filesystem read-only (only `/work` and `/tmp` writable).
             task_image: run the image as its author built it (see the module docstring): writable root, the
                 image's own user, workdir and `/tmp`, no `/work` volume.
+            mounts: volumes or host folders mounted beside `/work` (a harness's files, the gateway's socket).
 
         Raises:
             SandboxError: the engine, the image or the container failed.
@@ -185,6 +189,7 @@ class DockerSandbox(Sandbox):
             if not task_image:
                 volume = workdir_volume(client, name, workdir_size, labels)
             options = task_image_options() if task_image else sandbox_options(name, tmp_size, user, read_only)
+            options = add_mounts(options, mounts or [])
             container = client.containers.create(image, name=name, **options, **limits)
             track(container.id, volume)
             container.start()
@@ -197,6 +202,7 @@ class DockerSandbox(Sandbox):
             "run_id": run_id, "memory": memory, "cpus": cpus, "pids_limit": pids_limit, "network": network,
             "exec_timeout_s": exec_timeout_s, "workdir_size": workdir_size, "tmp_size": tmp_size,
             "max_output_bytes": max_output_bytes, "user": user, "read_only": read_only, "task_image": task_image,
+            "mounts": list(mounts or []),
         }  # fmt: skip
         return sandbox
 

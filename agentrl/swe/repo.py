@@ -31,7 +31,9 @@ def work_repo(task: SWETask) -> str:
     return posixpath.join("/work", posixpath.basename(task.repo_dir.rstrip("/")) or "repo")
 
 
-async def open_task_sandbox(task: SWETask, config: Any = None, run_id: str = "swe") -> tuple[Sandbox, str]:
+async def open_task_sandbox(
+    task: SWETask, config: Any = None, run_id: str = "swe", mounts: list[Any] | None = None
+) -> tuple[Sandbox, str]:
     """Start a container from the task's image with the repository ready at `work_repo(task)`.
 
     Returns the sandbox (its `workdir` is the repository; the caller closes it) and the sha of the commit the
@@ -41,6 +43,7 @@ async def open_task_sandbox(task: SWETask, config: Any = None, run_id: str = "sw
         task: the task (its `image` must exist locally).
         config: an `agentrl.config.SandboxConfig` (memory, cpus, limits, timeouts); None for the defaults.
         run_id: the run the container belongs to (a label).
+        mounts: `agentrl.sandbox.container_options.ExtraMount`s beside `/work` (a harness, the gateway's socket).
 
     Raises:
         SandboxError: the image is missing, the container cannot start, or the repository cannot be prepared.
@@ -63,6 +66,7 @@ async def open_task_sandbox(task: SWETask, config: Any = None, run_id: str = "sw
             workdir_size=config.workdir_size,
             tmp_size=config.tmp_size,
             max_output_bytes=config.max_output_bytes,
+            mounts=mounts,
         )
     except SandboxError as exc:
         raise_if_missing_image(task, exc)

@@ -104,7 +104,7 @@ async def test_a_stop_sequence_is_reported_and_counting_tokens_records_nothing(t
     [
         ({"messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
         ({"max_tokens": 8, "messages": []}, "messages"),
-        ({"max_tokens": 8, "messages": [{"role": "system", "content": "hi"}]}, "messages.0.role"),
+        ({"max_tokens": 8, "messages": [{"role": "tool", "content": "hi"}]}, "messages.0.role"),
         ({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image"}]}]}, "messages.0.content.0"),
         ({"max_tokens": 8, "messages": [{"role": "user", "content": 3}]}, "messages.0.content"),
         (

@@ -135,11 +135,15 @@ def test_a_rewritten_history_trains_every_step_sample_with_one_advantage(tokeniz
 def test_the_options_say_what_to_set():
     from agentrl.gateway.agent_loop import OpenAIAgentLoop
 
-    for kwargs in ({}, {"entry_point": f"{HERE}:sync_agent", "command": "true"}):
+    for kwargs in ({}, {"entry_point": f"{HERE}:sync_agent", "command": "true"}, {"command": "x", "harness": "codex"}):
         (problem,) = OpenAIAgentLoop.option_problems(kwargs)
-        assert "set exactly one of agent.kwargs.entry_point (a callable) or agent.kwargs.command" in problem
+        assert "set exactly one of agent.kwargs.entry_point (a callable), agent.kwargs.command or" in problem
     with pytest.raises(UserError, match="exactly one of"):
         OpenAIAgentLoop(AgentConfig(name="openai_agent"))
+    (problem,) = OpenAIAgentLoop.option_problems({"harness": "claude_code"})
+    assert "runs in the task's own container: set agent.kwargs.task_sandbox=swe_task" in problem
+    (problem,) = OpenAIAgentLoop.option_problems({"harness": "aider", "task_sandbox": "swe_task"})
+    assert "claude_code" in problem and "codex" in problem
 
 
 def test_the_documented_example_agent_runs_through_openai_agent(tokenizer, tmp_path):
