@@ -163,6 +163,18 @@ setup_harbor() {
   echo "$HARBOR_SPEC" >"$HARBOR_VENV/.agentrl-ready"
 }
 
+# --- f. Agent harnesses (Claude Code, Codex CLI): npm registry packages, served to containers from a volume ------
+setup_harnesses() {
+  step "Agent harnesses (Claude Code, Codex CLI)"
+  if ! command -v npm >/dev/null; then
+    info "installing npm with apt-get (it fetches the harnesses' packages)"
+    as_root apt-get install -y -q npm >/dev/null ||
+      { as_root apt-get update -q >/dev/null && as_root apt-get install -y -q npm >/dev/null; } ||
+      die "apt-get install npm failed"
+  fi
+  "$VENV/bin/python" -m agentrl.harnesses.install
+}
+
 setup_venv
 if [ "${1:-}" = "--venv-only" ]; then
   exit 0
@@ -173,4 +185,5 @@ step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_a
 setup_model
 setup_harbor
 setup_browser
+setup_harnesses
 step "Setup done"

@@ -113,3 +113,19 @@ def _volume_holds_binary(client: Any, harness: Harness) -> bool:
     except docker.errors.DockerException:
         return False
     return True
+
+
+def main() -> int:
+    """`python -m agentrl.harnesses.install [NAME ...]`: prepare the named harnesses (default: all)."""
+    import sys
+
+    from agentrl.harnesses.builtin import HARNESSES, get_harness
+
+    for name in sys.argv[1:] or list(HARNESSES):
+        harness = get_harness(name)
+        print(f"    {harness.name}: {harness.package} in volume {prepare_harness(harness)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
