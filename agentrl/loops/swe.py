@@ -244,7 +244,8 @@ async def open_swe_sandbox(
     task: SWETask, config: Any, run_id: str, mounts: list[Any] | None = None
 ) -> tuple[Sandbox, str]:
     """`open_task_sandbox`, shielded: a trajectory cancelled while its container starts still removes it."""
-    opening = asyncio.ensure_future(open_task_sandbox(task, config, run_id=run_id, mounts=mounts))
+    extra = {"mounts": mounts} if mounts else {}  # only a harness's container mounts anything
+    opening = asyncio.ensure_future(open_task_sandbox(task, config, run_id=run_id, **extra))
     try:
         return await asyncio.shield(opening)
     except asyncio.CancelledError:

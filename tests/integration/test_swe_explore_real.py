@@ -44,7 +44,8 @@ async def test_the_gold_exploration_resolves_the_bug(explore_task, default_token
     task_at = max(i for i, m in enumerate(traj.messages) if m.role == "user")  # after the worked examples
     assert traj.messages[task_at].content.startswith(f"The test `{explore_task.FAIL_TO_PASS[0]}` fails")
     ran, shown, *_ = [m.content for m in traj.messages[task_at:] if m.role == "tool"]
-    assert f"{bug['file']}:{bug['line']}" in ran and "NameError" in ran  # the test points at the bug
+    assert ran.startswith("A test fails here:") and explore_task.FAIL_TO_PASS[0] not in ran  # the frame, no test id
+    assert f"{bug['file']}:{bug['line']}: NameError" in ran  # the frame that raised points at the bug
     assert typo in shown and f"lines {bug['line'] - 2}-{bug['line'] + 2}" in shown
     assert "test_" not in traj.metadata["model_patch"]  # the visible tests are not part of the patch
     reward = await RewardPipeline(cfg.reward).ascore(traj, explore_task.to_sample())
