@@ -83,6 +83,11 @@ class SWELoopOptions(LoopOptions):
     time_budget_s: float | None = Field(None, gt=0, description="wall-clock budget of the turns (stop: time_budget)")
     on_no_tool_call: Literal["remind", "stop"] = Field("remind", description="remind the model, or end")
     reminder: str = Field(NO_TOOL_CALL, description="on_no_tool_call=remind: what a reply that calls no tool is told")
+    repeated_call: str | None = Field(
+        None,
+        description="what a reply is told, instead of its calls being run, when it repeats its previous reply's calls "
+        "exactly (counted as a tool error); None runs them again",
+    )
     issue: Literal["given", "failing_test"] = Field(
         "given",
         description="the issue shown: the task's problem statement, or only the failing test's name (the agent has to "
@@ -172,7 +177,10 @@ class SWEAgentLoop(SteppedLoop):
                 ctx.finish()
                 return True
             errors = [self.options.reminder.removeprefix("Error: ")]
-        results = await execute_calls(ctx, parsed.calls, errors, self.config.max_parallel_tool_calls)
+        calls = parsed.calls
+        if calls and self.options.repeated_call is not None and self._repeats(ctx, calls):
+            calls, errors = [], [*errors, self.options.repeated_call.removeprefix("Error: ")]
+        results = await execute_calls(ctx, calls, errors, self.config.max_parallel_tool_calls)
         submitted = [r for r in results if r.metadata.get("submitted")]
         if submitted:
             record_final_calls(ctx, results)
@@ -181,6 +189,16 @@ class SWEAgentLoop(SteppedLoop):
             return True
         answer_calls(ctx, results)
         return False
+
+    def _repeats(self, ctx: AgentContext, calls: list[Any]) -> bool:
+        """Whether `calls` are the model's previous reply's, exactly (its replies since the task's issue)."""
+        messages = ctx.trajectory.messages
+        task_at = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
+        replies = [m for m in messages[task_at:] if m.role == "assistant"]
+        if len(replies) < 2:
+            return False
+        previous = self.parser.parse(str(replies[-2].content or "")).calls
+        return [(c.name, c.arguments) for c in previous] == [(c.name, c.arguments) for c in calls]
 
     async def end(self, ctx: AgentContext, state: SWEState) -> None:
         """Take the diff out (also when a budget ended the episode), then remove the container."""

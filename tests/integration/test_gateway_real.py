@@ -213,3 +213,37 @@ async def test_a_streamed_reply_arrives_in_chunks_while_it_is_generated_and_is_r
     assert call.logprobs == out.logprobs and len(call.logprobs) == 24
     assert call.policy_version is not None
     assert "".join(pieces) == default_tokenizer.decode(out.token_ids, skip_special_tokens=False)
+
+
+async def test_the_anthropic_and_openai_responses_sdks_over_the_real_server_are_exact(hf_server_url, default_tokenizer):
+    """Anthropic's Messages API (create, then stream) and OpenAI's Responses API (create, then stream with
+    `previous_response_id`) against the real server: each conversation is one trajectory whose trainable tokens are
+    exactly what the server generated, and whose tokens render back to what the model saw."""
+    import anthropic
+
+    async with LLMClient([hf_server_url]) as llm:
+        recording = Recording(llm)
+        async with Gateway(recording, default_tokenizer) as gateway:
+            claude = gateway.open_session("messages", sampling=SAMPLING)
+            sdk = anthropic.AsyncAnthropic(base_url=claude.base_url.removesuffix("/v1"), api_key="x", max_retries=0)
+            history: list = [{"role": "user", "content": "Name an animal."}]
+            first = await sdk.messages.create(model="policy", max_tokens=24, system="Be brief.", messages=history)
+            history += [{"role": "assistant", "content": [b.model_dump() for b in first.content]},
+                        {"role": "user", "content": "Another one."}]  # fmt: skip
+            async with sdk.messages.stream(model="policy", max_tokens=24, system="Be brief.", messages=history) as s:
+                second = await s.get_final_message()
+            codex = gateway.open_session("responses", sampling=SAMPLING)
+            client = openai.AsyncOpenAI(base_url=codex.base_url, api_key="x", max_retries=0)
+            one = await client.responses.create(model="policy", instructions="Be brief.", input="Name a colour.")
+            async with client.responses.stream(
+                model="policy", instructions="Be brief.", input="Another one.", previous_response_id=one.id
+            ) as s:
+                two = await s.get_final_response()
+    for session, replies in ((claude, [first, second]), (codex, [one, two])):
+        (trajectory,) = session.recorder.steps
+        assert [c.prefix_matched for c in session.recorder.calls] == [False, True]
+        assert check_drift(default_tokenizer, trajectory).ok
+        assert [r.usage.output_tokens for r in replies] == [len(c.output_ids) for c in session.recorder.calls]
+    generated = [t for out in recording.outputs for t in out.token_ids]
+    steps = [claude.recorder.steps[0], codex.recorder.steps[0]]
+    assert [t for step in steps for t in trainable_ids(step)] == generated

@@ -192,6 +192,17 @@ def test_the_reminder_is_what_a_reply_without_a_tool_call_is_told(tokenizer, san
     assert any("call run_tests first." in str(m.content) for m in traj.messages if m.role == "tool")
 
 
+def test_a_repeated_call_is_told_so_instead_of_run_again(tokenizer, sandboxes):
+    ls = call("bash", command="echo ran")
+    replies = [ls, ls, call("bash", command="echo other"), call("submit")]
+    (traj,) = run(tokenizer, replies, kwargs={"repeated_call": "Error: you just made this call."})
+    answers = [str(m.content) for m in traj.messages if m.role == "tool"]
+    assert "ran" in answers[0] and answers[1].endswith("you just made this call.") and "other" in answers[2]
+    assert traj.stop_reason is StopReason.DONE and traj.num_turns == 4
+    (traj,) = run(tokenizer, [ls, ls, call("submit")])  # by default, run again
+    assert [m.content for m in traj.messages if m.role == "tool"][1] == answers[0]
+
+
 def test_the_issue_can_be_only_the_failing_tests_name(tokenizer, sandboxes, monkeypatch):
     monkeypatch.setitem(globals(), "TASK", TASK.model_copy(update={"FAIL_TO_PASS": ["t.py::test_add", "t.py::test_b"]}))
     (traj,) = run(tokenizer, [call("submit")], kwargs={"issue": "failing_test"})
