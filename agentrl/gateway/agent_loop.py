@@ -65,7 +65,7 @@ class OpenAIAgentOptions(LoopOptions):
     command: str | None = Field(None, description="the agent as a shell command (run in the working directory)")
     model_name: str = Field("policy", description="the model id the agent is told to use")
     timeout_s: float | None = Field(None, gt=0, description="wall-clock budget of one agent run (time_budget)")
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment of a command agent")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment of a command agent or harness")
     honour_request_sampling: bool = Field(
         False,
         description="take the agent's own temperature/top_p/top_k/seed; while training, a request the trainer "
@@ -198,7 +198,8 @@ class OpenAIAgentLoop(AgentLoopBase):
         launch = Launch(prompt, options.model_name, session_url(session.id), tuple(options.harness_args))
         timeout = options.timeout_s or HARNESS_TIMEOUT_S
         try:
-            return await run_harness(get_harness(options.harness), ctx.sandbox, launch, timeout, ctx.sandbox.workdir)
+            harness = get_harness(options.harness)
+            return await run_harness(harness, ctx.sandbox, launch, timeout, ctx.sandbox.workdir, options.env)
         except HarnessFailed as exc:
             calls = session.recorder.calls
             if calls and calls[-1].finish_reason == "length":

@@ -56,8 +56,10 @@ async def run_harness(
     launch: Launch,
     timeout_s: float,
     workdir: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> str:
-    """Run `harness` for `launch` in `sandbox` (its working directory `workdir`); returns the tail of its stdout.
+    """Run `harness` for `launch` in `sandbox` (its working directory `workdir`, `env` added to its own
+    environment); returns the tail of its stdout.
 
     Raises:
         HarnessFailed: it exited non-zero (its stderr's tail in the message).
@@ -67,7 +69,8 @@ async def run_harness(
         await sandbox.write_file(path, text)
     argv = ["python3", BRIDGE, str(BRIDGE_PORT), f"{SOCKET_DIR}/{SOCKET_NAME}", *harness.command(harness, launch)]
     command = f"mkdir -p {shlex.quote(HOME)} && exec {shlex.join(argv)}"
-    result = await sandbox.exec(command, timeout=timeout_s, workdir=workdir, env=harness.env(harness, launch))
+    environment = {**harness.env(harness, launch), **(env or {})}
+    result = await sandbox.exec(command, timeout=timeout_s, workdir=workdir, env=environment)
     if result.exit_code != 0:
         out, err = result.stdout.strip()[-1500:], result.stderr.strip()[-1500:]
         raise HarnessFailed(f"{harness.name} exited with {result.exit_code}; stdout: {out!r}; stderr: {err!r}")
