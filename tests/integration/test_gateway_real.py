@@ -237,12 +237,15 @@ async def test_the_anthropic_and_openai_responses_sdks_over_the_real_server_are_
             one = await client.responses.create(model="policy", instructions="Be brief.", input="Name a colour.")
             async with client.responses.stream(
                 model="policy", instructions="Be brief.", input="Another one.", previous_response_id=one.id
-            ) as s:
-                two = await s.get_final_response()
+            ) as s:  # the last event's response: `incomplete` (no `response.completed`) when cut at 24 tokens
+                last = [event async for event in s][-1]
+            assert last.type in ("response.completed", "response.incomplete")
+            two = last.response
     for session, replies in ((claude, [first, second]), (codex, [one, two])):
         (trajectory,) = session.recorder.steps
         assert [c.prefix_matched for c in session.recorder.calls] == [False, True]
-        assert check_drift(default_tokenizer, trajectory).ok
+        # sampled text may not re-tokenize as generated (kept as generated); the template's render must hold
+        assert check_drift(default_tokenizer, trajectory).kind != "template"
         assert [r.usage.output_tokens for r in replies] == [len(c.output_ids) for c in session.recorder.calls]
     generated = [t for out in recording.outputs for t in out.token_ids]
     steps = [claude.recorder.steps[0], codex.recorder.steps[0]]
