@@ -9,7 +9,6 @@ first token is an ordinary error answer; a failure after it is an `error` event 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -17,26 +16,24 @@ from aiohttp import web
 from agentrl.gateway.errors import REFUSED, refusal
 from agentrl.gateway.messages_api import anthropic_error, stop_reason
 from agentrl.gateway.recorder import Reply
-from agentrl.gateway.session import GatewaySession, parses_tool_calls
-from agentrl.gateway.streaming import SSE_HEADERS, StreamedContent
+from agentrl.gateway.session import GatewaySession
+from agentrl.gateway.streaming import NamedEvents, StreamedContent, streamed_chat
 from agentrl.loops.protocols import TokenGenerator
 
 
-class EventStream:
+class EventStream(NamedEvents):
     """The SSE answer of one Messages call: `message_start` on its first event, then content blocks."""
 
     def __init__(self, request: web.Request, message: dict[str, Any]) -> None:
-        self.request, self.message = request, message
-        self.response: web.StreamResponse | None = None
+        super().__init__(request)
+        self.message = message
         self.blocks = 0
         self.text_open = False
 
     async def start(self, input_tokens: int) -> None:
         """Headers and `message_start` (once)."""
-        if self.response is not None:
+        if not await self.open():
             return
-        self.response = web.StreamResponse(headers=SSE_HEADERS)
-        await self.response.prepare(self.request)
         usage = {"input_tokens": input_tokens, "output_tokens": 0}
         await self.send("message_start", {"message": {**self.message, "usage": usage}})
 
@@ -63,17 +60,12 @@ class EventStream:
         delta = {"stop_reason": reason, "stop_sequence": sequence}
         await self.send("message_delta", {"delta": delta, "usage": {"output_tokens": output_tokens}})
         await self.send("message_stop", {})
-        return await self._end()
+        return await self.end()
 
     async def error(self, status: int, message: str) -> web.StreamResponse:
         """An `error` event, ending the stream."""
         await self.send("error", {"error": anthropic_error(status, message)["error"]})
-        return await self._end()
-
-    async def send(self, event: str, data: dict[str, Any]) -> None:
-        assert self.response is not None
-        payload = json.dumps({"type": event, **data}, ensure_ascii=False)
-        await self.response.write(f"event: {event}\ndata: {payload}\n\n".encode())
+        return await self.end()
 
     async def _open(self, block: dict[str, Any]) -> int:
         index = self.blocks
@@ -86,11 +78,6 @@ class EventStream:
             await self.send("content_block_stop", {"index": 0})
             self.text_open = False
 
-    async def _end(self) -> web.StreamResponse:
-        assert self.response is not None
-        await self.response.write_eof()
-        return self.response
-
 
 async def stream_messages(
     request: web.Request,
@@ -101,17 +88,13 @@ async def stream_messages(
 ) -> web.StreamResponse:
     """Answer `chat` (a Messages request with `stream: true`, translated) as Anthropic's event stream; `message`:
     the `message` object's fields known before generating (id, model, role)."""
-    recorder = session.recorder
-    content = StreamedContent(recorder.tokenizer, recorder.parser if parses_tool_calls(chat) else None)
     out = EventStream(request, message)
 
-    async def on_tokens(ids: list[int]) -> None:
-        await out.start(recorder.calls[-1].prompt_tokens)
-        if delta := content.push(ids):
-            await out.text(delta)
+    async def started() -> None:
+        await out.start(session.recorder.calls[-1].prompt_tokens)
 
     try:
-        reply = await session.chat(llm, chat, on_tokens)
+        reply, content = await streamed_chat(session, llm, chat, out.text, started)
     except REFUSED as exc:
         status, error = refusal(exc)
         if out.response is None:

@@ -169,15 +169,16 @@ def fields_tables() -> str:
     }
     out = []
     for title, fields in rows.items():
-        out += [f"**{title}**", "", "| field | |", "|---|---|"]
-        out += [f"| `{name}` | {text} |" for name, text in fields.items()]
-        out.append("")
+        out += [f"**{title}**", "", *_table(fields), ""]
     out.append("Any other field is refused: it may change the reply, and the gateway does not apply it.")
     return "\n".join(out) + "\n"
+
+
+def _table(fields: dict[str, str]) -> list[str]:
+    return ["| field | |", "|---|---|", *(f"| `{name}` | {text} |" for name, text in fields.items())]
 
 
 def api_fields_table(fields: dict[str, str]) -> str:
     """The fields of another API the gateway speaks (`messages_api.MESSAGES_FIELDS`, `responses_api.RESPONSES_FIELDS`)
     as the markdown table the docs quote."""
-    rows = ["| field | |", "|---|---|", *(f"| `{name}` | {text} |" for name, text in fields.items())]
-    return "\n".join([*rows, "", "Any other field is refused with a 400 naming it."]) + "\n"
+    return "\n".join([*_table(fields), "", "Any other field is refused with a 400 naming it."]) + "\n"

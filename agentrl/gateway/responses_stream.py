@@ -10,34 +10,31 @@ failure after it is an `error` event that ends the stream.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
 
 from agentrl.gateway.errors import REFUSED, refusal
 from agentrl.gateway.responses_api import ResponseDraft, function_call_item
-from agentrl.gateway.session import GatewaySession, parses_tool_calls
-from agentrl.gateway.streaming import SSE_HEADERS, StreamedContent
+from agentrl.gateway.session import GatewaySession
+from agentrl.gateway.streaming import NamedEvents, streamed_chat
 from agentrl.loops.protocols import TokenGenerator
 
 
-class ResponseEvents:
+class ResponseEvents(NamedEvents):
     """The SSE answer of one Responses call (`sequence_number` counted across its events)."""
 
     def __init__(self, request: web.Request, draft: ResponseDraft) -> None:
-        self.request, self.draft = request, draft
-        self.response: web.StreamResponse | None = None
+        super().__init__(request)
+        self.draft = draft
         self.sequence = 0
         self.outputs = 0
         self.text: str | None = None  # the message item's text so far, once it is open
 
     async def start(self) -> None:
         """Headers, `response.created` and `response.in_progress` (once)."""
-        if self.response is not None:
+        if not await self.open():
             return
-        self.response = web.StreamResponse(headers=SSE_HEADERS)
-        await self.response.prepare(self.request)
         for event in ("response.created", "response.in_progress"):
             await self.send(event, {"response": self.draft.response(None)})
 
@@ -78,18 +75,16 @@ class ResponseEvents:
         await self.close_text()
         done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
         await self.send(done, {"response": response})
-        return await self._end()
+        return await self.end()
 
     async def error(self, message: str, code: str | None) -> web.StreamResponse:
         """An `error` event, ending the stream."""
         await self.send("error", {"code": code, "message": message, "param": None})
-        return await self._end()
+        return await self.end()
 
-    async def send(self, event: str, data: dict[str, Any]) -> None:
-        assert self.response is not None
-        payload = json.dumps({"type": event, "sequence_number": self.sequence, **data}, ensure_ascii=False)
+    def stamp(self) -> dict[str, Any]:
         self.sequence += 1
-        await self.response.write(f"event: {event}\ndata: {payload}\n\n".encode())
+        return {"sequence_number": self.sequence - 1}
 
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.draft.message_id, "output_index": self.outputs - 1, "content_index": 0}
@@ -99,11 +94,6 @@ class ResponseEvents:
         self.outputs += 1
         await self.send("response.output_item.added", {"output_index": index, "item": item})
         return index
-
-    async def _end(self) -> web.StreamResponse:
-        assert self.response is not None
-        await self.response.write_eof()
-        return self.response
 
 
 async def stream_response(
@@ -116,17 +106,9 @@ async def stream_response(
 ) -> web.StreamResponse:
     """Answer `chat` (a Responses request with `stream: true`, translated) as response events; the conversation
     (with the reply) is kept for `previous_response_id`."""
-    recorder = session.recorder
-    content = StreamedContent(recorder.tokenizer, recorder.parser if parses_tool_calls(chat) else None)
     events = ResponseEvents(request, draft)
-
-    async def on_tokens(ids: list[int]) -> None:
-        await events.start()
-        if delta := content.push(ids):
-            await events.text_delta(delta)
-
     try:
-        reply = await session.chat(llm, chat, on_tokens)
+        reply, content = await streamed_chat(session, llm, chat, events.text_delta, events.start)
     except REFUSED as exc:
         status, error = refusal(exc)
         if events.response is None:

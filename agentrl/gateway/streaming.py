@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -58,6 +59,63 @@ class StreamedContent:
         return delta
 
 
+class NamedEvents:
+    """An SSE answer of named events (`event: <type>` then its JSON), started by `open` with the headers: the
+    shape both the Messages and the Responses streams take."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.response: web.StreamResponse | None = None
+
+    async def open(self) -> bool:
+        """Send the headers; False when they were sent already."""
+        if self.response is not None:
+            return False
+        self.response = web.StreamResponse(headers=SSE_HEADERS)
+        await self.response.prepare(self.request)
+        return True
+
+    async def send(self, event: str, data: dict[str, Any]) -> None:
+        """One event, its `type` the event's name."""
+        assert self.response is not None
+        payload = json.dumps({"type": event, **self.stamp(), **data}, ensure_ascii=False)
+        await self.response.write(f"event: {event}\ndata: {payload}\n\n".encode())
+
+    def stamp(self) -> dict[str, Any]:
+        """Fields every event carries besides its type (none by default)."""
+        return {}
+
+    async def end(self) -> web.StreamResponse:
+        """End the stream."""
+        assert self.response is not None
+        await self.response.write_eof()
+        return self.response
+
+
+async def streamed_chat(
+    session: GatewaySession,
+    llm: TokenGenerator,
+    body: dict[str, Any],
+    on_delta: Callable[[str], Awaitable[None]],
+    on_tokens: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[Reply, StreamedContent]:
+    """`session.chat(llm, body)` with the content handed to `on_delta` as it settles (`on_tokens` called first,
+    on every tokens the server sends); returns the reply and the content stream (for what is left of it).
+
+    Raises:
+        the `REFUSED` errors of `GatewaySession.chat`.
+    """
+    content = StreamedContent(session.recorder.tokenizer, session.recorder.parser if parses_tool_calls(body) else None)
+
+    async def pushed(ids: list[int]) -> None:
+        if on_tokens is not None:
+            await on_tokens()
+        if delta := content.push(ids):
+            await on_delta(delta)
+
+    return await session.chat(llm, body, pushed), content
+
+
 class ChunkStream:
     """The SSE answer of one call, started (headers, then the role chunk) by its first `send`."""
 
@@ -100,16 +158,13 @@ async def stream_chat(
     request: web.Request, session: GatewaySession, llm: TokenGenerator, body: dict[str, Any], model_name: str
 ) -> web.StreamResponse:
     """Answer `body` (a `stream: true` request) as server-sent events while the reply is generated."""
-    recorder = session.recorder
-    content = StreamedContent(recorder.tokenizer, recorder.parser if parses_tool_calls(body) else None)
     out = ChunkStream(request, model_name)
 
-    async def on_tokens(ids: list[int]) -> None:
-        if delta := content.push(ids):
-            await out.send({"content": delta})
+    async def on_delta(delta: str) -> None:
+        await out.send({"content": delta})
 
     try:
-        reply = await session.chat(llm, body, on_tokens)
+        reply, content = await streamed_chat(session, llm, body, on_delta)
     except REFUSED as exc:
         status, error = refusal(exc)
         if out.response is None:

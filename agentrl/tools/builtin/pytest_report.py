@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-FAILURE_HEADER = re.compile(r"^_{3,} (?P<test>\S.*?) _{3,}$")
+FAILURE_HEADER = re.compile(r"^_{3,} \S.*? _{3,}$")
 
 
 def last_frame(traceback: str, max_lines: int) -> str:
@@ -23,9 +23,9 @@ def last_frame(traceback: str, max_lines: int) -> str:
     return "\n".join(frame[-max_lines:])
 
 
-def first_failure_frame(report: str, max_lines: int) -> tuple[str, str] | None:
-    """The first failing test's name and its last frame, from the output of `pytest --tb=long`; None when the
-    report holds no failure section (every test passed, or collection failed)."""
+def first_failure_frame(report: str, max_lines: int) -> str | None:
+    """The last frame of the first failure, from the output of `pytest --tb=long`; None when the report holds no
+    failure section (every test passed, or collection failed)."""
     lines = report.splitlines()
     starts = [i for i, line in enumerate(lines) if FAILURE_HEADER.match(line)]
     if not starts:
@@ -33,9 +33,7 @@ def first_failure_frame(report: str, max_lines: int) -> tuple[str, str] | None:
     end = next((i for i in range(starts[0] + 1, len(lines)) if _ends_failure(lines[i])), len(lines))
     if len(starts) > 1:
         end = min(end, starts[1])
-    frame = last_frame("\n".join(lines[starts[0] + 1 : end]), max_lines)
-    match = FAILURE_HEADER.match(lines[starts[0]])
-    return (match["test"] if match else "", frame) if frame else None
+    return last_frame("\n".join(lines[starts[0] + 1 : end]), max_lines) or None
 
 
 def _ends_failure(line: str) -> bool:

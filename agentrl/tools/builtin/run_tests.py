@@ -65,8 +65,8 @@ class RunTestsTool(Tool):
             command = f"{self.cfg.setup}\n{command}"
         result = await sandbox.exec(command, timeout=self.cfg.timeout_s)
         output = result.stdout + result.stderr
-        failure = first_failure_frame(output, self.cfg.max_lines) if self.cfg.report == "frame" else None
-        content = f"{FRAME_HEADER}\n\n```\n{failure[1]}\n```" if failure else self._tail(output)
+        frame = first_failure_frame(output, self.cfg.max_lines) if self.cfg.report == "frame" else None
+        content = f"{FRAME_HEADER}\n\n```\n{frame}\n```" if frame else self._tail(output)
         if result.timed_out:
             content += f"\n[timed out after {self.cfg.timeout_s:g}s]"
         return ToolResult(call_id="", name="", content=content)
