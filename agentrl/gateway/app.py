@@ -11,7 +11,6 @@ server-sent events as the tokens are generated (see `agentrl.gateway.streaming`)
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from agentrl.gateway.recorder import Reply
 from agentrl.gateway.responses_routes import responses_route
 from agentrl.gateway.session import GatewaySession
 from agentrl.gateway.streaming import stream_chat
-from agentrl.gateway.validation import RequestError
+from agentrl.gateway.validation import RequestError, read_json
 from agentrl.loops.protocols import TokenGenerator
 
 DEFAULT_SESSION = "default"
@@ -42,8 +41,11 @@ def build_app(
     """The routes, over `sessions` (session id -> session), the rollout client `llm()` and, when given, `close`
     (session id -> the closed session), which adds `POST /s/<session>/close`."""
 
+    def session_of(request: web.Request) -> GatewaySession | None:
+        return sessions(request.match_info.get("session", DEFAULT_SESSION))
+
     async def chat_completions(request: web.Request) -> web.StreamResponse:
-        session = sessions(request.match_info.get("session", DEFAULT_SESSION))
+        session = session_of(request)
         if session is None:
             return error_response(404, "unknown session: use the base URL your trajectory was given", "NotFound")
         try:
@@ -65,11 +67,8 @@ def build_app(
         return web.json_response({"object": "list", "data": data, "has_more": False, "first_id": names[0],
                                   "last_id": names[-1]})  # fmt: skip
 
-    def session_of(request: web.Request) -> GatewaySession | None:
-        return sessions(request.match_info.get("session", DEFAULT_SESSION))
-
-    messages, count_tokens = messages_routes(session_of, read_json, llm, model_name)
-    responses = responses_route(session_of, read_json, llm, model_name)
+    messages, count_tokens = messages_routes(session_of, llm, model_name)
+    responses = responses_route(session_of, llm, model_name)
 
     async def close_session(request: web.Request) -> web.Response:
         assert close is not None
@@ -90,23 +89,6 @@ def build_app(
     if close is not None:
         app.router.add_post("/s/{session}/close", close_session)
     return app
-
-
-async def read_json(request: web.Request) -> Any:
-    """The request's JSON body.
-
-    Raises:
-        RequestError: the body is not UTF-8 JSON (the answer is a 400 in the route's API's shape).
-    """
-    raw = await request.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RequestError("", f"the request body is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RequestError("", f"the request body is not JSON: {exc}") from exc
 
 
 def completion_body(reply: Reply, model_name: str) -> dict[str, Any]:

@@ -220,14 +220,17 @@ def _tool_choice(choice: Any) -> str:
     raise RequestError("tool_choice", f'`tool_choice` must be {{"type": "auto"}} or {{"type": "none"}}, got {choice!r}')
 
 
+def message_head(model: str) -> dict[str, Any]:
+    """A `message` object's fields known before its reply (a stream's `message_start` sends them)."""
+    return {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": None, "stop_sequence": None}  # fmt: skip
+
+
 def message_body(reply: Reply, model: str, stop: list[str] | None) -> dict[str, Any]:
     """The reply as a Messages `message` object."""
     reason, sequence = stop_reason(reply, stop)
     return {
-        "id": f"msg_{uuid.uuid4().hex}",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
+        **message_head(model),
         "content": content_blocks(reply),
         "stop_reason": reason,
         "stop_sequence": sequence,

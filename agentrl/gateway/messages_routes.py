@@ -3,17 +3,16 @@ with Anthropic's objects and errors (`{"type": "error", "error": {"type": ..., "
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from agentrl.gateway.errors import REFUSED, refusal
-from agentrl.gateway.messages_api import anthropic_error, message_body, to_chat_request
+from agentrl.gateway.messages_api import anthropic_error, message_body, message_head, to_chat_request
 from agentrl.gateway.messages_stream import stream_messages
 from agentrl.gateway.session import GatewaySession
-from agentrl.gateway.validation import RequestError, check_message
+from agentrl.gateway.validation import RequestError, check_message, read_json
 from agentrl.loops.protocols import TokenGenerator
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -21,26 +20,23 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def messages_routes(
     session_of: Callable[[web.Request], GatewaySession | None],
-    read_json: Callable[[web.Request], Awaitable[Any]],
     llm: Callable[[], TokenGenerator],
     model_name: str,
 ) -> tuple[Handler, Handler]:
     """The handlers of `/messages` and `/messages/count_tokens`."""
 
     async def messages(request: web.Request) -> web.StreamResponse:
-        session, body = await _session_and_body(request, session_of, read_json)
-        if isinstance(body, web.Response):
-            return body
-        assert session is not None
+        read = await _session_and_body(request, session_of)
+        if isinstance(read, web.Response):
+            return read
+        session, body = read
         try:
             chat = to_chat_request(body)
         except RequestError as exc:
             return _error(400, str(exc))
         model = str(body.get("model") or model_name)
         if body.get("stream") is True:
-            head = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "model": model,
-                    "content": [], "stop_reason": None, "stop_sequence": None}  # fmt: skip
-            return await stream_messages(request, session, llm(), chat, head)
+            return await stream_messages(request, session, llm(), chat, message_head(model))
         try:
             reply = await session.chat(llm(), chat)
         except REFUSED as exc:
@@ -49,10 +45,10 @@ def messages_routes(
         return web.json_response(message_body(reply, model, chat.get("stop")))
 
     async def count_tokens(request: web.Request) -> web.StreamResponse:
-        session, body = await _session_and_body(request, session_of, read_json)
-        if isinstance(body, web.Response):
-            return body
-        assert session is not None
+        read = await _session_and_body(request, session_of)
+        if isinstance(read, web.Response):
+            return read
+        session, body = read
         try:
             chat = to_chat_request({**body, "max_tokens": 1} if isinstance(body, dict) else body)
             for index, message in enumerate(chat["messages"]):
@@ -67,17 +63,16 @@ def messages_routes(
 
 
 async def _session_and_body(
-    request: web.Request,
-    session_of: Callable[[web.Request], GatewaySession | None],
-    read_json: Callable[[web.Request], Awaitable[Any]],
-) -> tuple[GatewaySession | None, Any]:
+    request: web.Request, session_of: Callable[[web.Request], GatewaySession | None]
+) -> tuple[GatewaySession, Any] | web.Response:
+    """The request's session and JSON body, or the error answer saying why there is none."""
     session = session_of(request)
     if session is None:
-        return None, _error(404, "unknown session: use the base URL your trajectory was given")
+        return _error(404, "unknown session: use the base URL your trajectory was given")
     try:
         return session, await read_json(request)
     except RequestError as exc:
-        return session, _error(400, str(exc))
+        return _error(400, str(exc))
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -4,7 +4,6 @@ event stream) and OpenAI-shaped errors."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -12,13 +11,12 @@ from agentrl.gateway.errors import REFUSED, error_response, refusal
 from agentrl.gateway.responses_api import ResponseDraft, to_chat_request
 from agentrl.gateway.responses_stream import stream_response
 from agentrl.gateway.session import GatewaySession
-from agentrl.gateway.validation import RequestError
+from agentrl.gateway.validation import RequestError, read_json
 from agentrl.loops.protocols import TokenGenerator
 
 
 def responses_route(
     session_of: Callable[[web.Request], GatewaySession | None],
-    read_json: Callable[[web.Request], Awaitable[Any]],
     llm: Callable[[], TokenGenerator],
     model_name: str,
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

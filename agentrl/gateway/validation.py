@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aiohttp import web
+
 from agentrl.gateway.request_fields import forced_tool_choice, unapplied_field
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -174,3 +176,20 @@ def _is_int(value: Any) -> bool:
 
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+async def read_json(request: web.Request) -> Any:
+    """The request's JSON body.
+
+    Raises:
+        RequestError: the body is not UTF-8 JSON (the answer is a 400 in the route's API's shape).
+    """
+    raw = await request.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError("", f"the request body is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RequestError("", f"the request body is not JSON: {exc}") from exc
