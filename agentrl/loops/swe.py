@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -159,7 +159,7 @@ class SWEAgentLoop(SteppedLoop):
     async def step(self, ctx: AgentContext, state: SWEState) -> bool:
         try:
             async with asyncio.timeout_at(state.deadline):
-                done = await self._turn(ctx)
+                done = await self._turn(ctx, state)
             if not done and state.deadline is not None and asyncio.get_running_loop().time() >= state.deadline:
                 raise TimeoutError  # spent during the turn: end here rather than fork an episode out of time
             return done
@@ -168,7 +168,7 @@ class SWEAgentLoop(SteppedLoop):
             ctx.trajectory.error = f"time budget of {self.options.time_budget_s:g}s spent"
             return True
 
-    async def _turn(self, ctx: AgentContext) -> bool:
+    async def _turn(self, ctx: AgentContext, state: SWEState) -> bool:
         turn = await ctx.generate()
         parsed = self.parser.parse(turn.text)
         errors = parsed.errors
@@ -177,9 +177,10 @@ class SWEAgentLoop(SteppedLoop):
                 ctx.finish()
                 return True
             errors = [self.options.reminder.removeprefix("Error: ")]
-        calls = parsed.calls
-        if calls and self.options.repeated_call is not None and self._repeats(ctx, calls):
+        calls, asked = parsed.calls, [(c.name, c.arguments) for c in parsed.calls]
+        if calls and self.options.repeated_call is not None and asked == state.previous_calls:
             calls, errors = [], [*errors, self.options.repeated_call.removeprefix("Error: ")]
+        state.previous_calls = asked
         results = await execute_calls(ctx, calls, errors, self.config.max_parallel_tool_calls)
         submitted = [r for r in results if r.metadata.get("submitted")]
         if submitted:
@@ -189,16 +190,6 @@ class SWEAgentLoop(SteppedLoop):
             return True
         answer_calls(ctx, results)
         return False
-
-    def _repeats(self, ctx: AgentContext, calls: list[Any]) -> bool:
-        """Whether `calls` are the model's previous reply's, exactly (its replies since the task's issue)."""
-        messages = ctx.trajectory.messages
-        task_at = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
-        replies = [m for m in messages[task_at:] if m.role == "assistant"]
-        if len(replies) < 2:
-            return False
-        previous = self.parser.parse(str(replies[-2].content or "")).calls
-        return [(c.name, c.arguments) for c in previous] == [(c.name, c.arguments) for c in calls]
 
     async def end(self, ctx: AgentContext, state: SWEState) -> None:
         """Take the diff out (also when a budget ended the episode), then remove the container."""
@@ -225,7 +216,8 @@ class SWEAgentLoop(SteppedLoop):
         """Each child gets a fork of the container (the repository as it is now; no processes), the tools over it
         (`ToolSet.fork`) and the parent's deadline."""
         owned = await fork_sandbox_and_tools(state.sandbox, children)
-        return [SWEState(state.task, state.base, resources, state.deadline) for resources in owned]
+        calls = state.previous_calls
+        return [SWEState(state.task, state.base, resources, state.deadline, list(calls)) for resources in owned]
 
     async def discard(self, state: SWEState) -> None:
         await state.release()
@@ -247,6 +239,8 @@ class SWEState:
     base: str
     owned: OwnedResources
     deadline: float | None = None
+    previous_calls: list[tuple[str, Any]] = field(default_factory=list)
+    """The calls of the model's last reply (`repeated_call`), as (name, arguments)."""
 
     @property
     def sandbox(self) -> Sandbox:
