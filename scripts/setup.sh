@@ -175,6 +175,12 @@ setup_harnesses() {
   "$VENV/bin/python" -m agentrl.harnesses.install
 }
 
+# --- a3. verifiers 0.4's own interpreter (agent.name=verifiers_v1): it pins an older openai than agentrl's ----------
+setup_verifiers_v1() {
+  step "verifiers 0.4 (.venv-verifiers)"
+  "$VENV/bin/python" -m agentrl.verifiers_v1.install
+}
+
 setup_venv
 if [ "${1:-}" = "--venv-only" ]; then
   exit 0
@@ -184,6 +190,7 @@ setup_image
 step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_agent/data/*.jsonl recipes/swe_easy/data/*.jsonl
 setup_model
 setup_harbor
+setup_verifiers_v1
 setup_browser
 setup_harnesses
 step "Setup done"

@@ -119,7 +119,11 @@ class OpenAIAgentLoop(AgentLoopBase):
         self._gateway_lock: asyncio.Lock | None = None
         self._open = 0
         self._harness_ready: asyncio.Task[str] | None = None
-        self._socket_dir = harness_socket_dir() if self.options.harness else None
+        self._socket_dir = harness_socket_dir() if self._harness_name() else None
+
+    def _harness_name(self) -> str | None:
+        """The agentrl harness run in the task's container (`agent.kwargs.harness`), if any."""
+        return self.options.harness
 
     async def run(self, sample: Sample, ctx: AgentContext) -> Trajectory:
         options: OpenAIAgentOptions = self.options
@@ -210,9 +214,10 @@ class OpenAIAgentLoop(AgentLoopBase):
 
     async def _prepared_harness(self) -> list[Any]:
         """The mounts of a harness's container, its volume built once per loop (in a thread: it is Docker work)."""
-        if self.options.harness is None:
+        name = self._harness_name()
+        if name is None:
             return []
-        harness = get_harness(self.options.harness)
+        harness = get_harness(name)
         if self._harness_ready is None:
             self._harness_ready = asyncio.ensure_future(asyncio.to_thread(prepare_harness, harness))
         await asyncio.shield(self._harness_ready)

@@ -117,6 +117,10 @@ class GatewaySession:
             pieces, finish = await self._generate(client_for(llm, policy), prompt, sampling, on_tokens)
             if self.closed:  # the trajectory was handed over while this call generated: it must not change
                 raise SessionClosed("this session ended while the call was generating; start a new one")
+            if finish == "length" and len(prompt) + sampling.max_tokens >= self.limits.max_total_tokens:
+                # cut by the trajectory's token budget, not the turn's: no later call has room, so the episode's
+                # ending is the budget's (this reply is still answered and trained)
+                self.end(StopReason.CONTEXT_OVERFLOW, f"token budget spent: {self.limits.max_total_tokens} tokens")
             return self.recorder.record(
                 pieces,
                 finish,

@@ -172,6 +172,7 @@ LOOPS: Registry[type[AgentLoopBase]] = Registry(
         "referential_game": "agentrl.loops.referential_game:ReferentialGameLoop",
         "textarena": "agentrl.loops.textarena:TextArenaLoop",
         "verifiers": "agentrl.loops.verifiers:VerifiersLoop",
+        "verifiers_v1": "agentrl.gateway.verifiers_v1:VerifiersV1Loop",
         "openenv": "agentrl.loops.openenv:OpenEnvLoop",
         "openai_agent": "agentrl.gateway.agent_loop:OpenAIAgentLoop",
     },

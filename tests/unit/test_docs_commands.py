@@ -24,6 +24,7 @@ ALLOWED = {
     "rollout.backend=vllm": "no vLLM Python",  # an optional install (scripts/install_vllm.sh)
     "rollout.shared_weights_dir=": "is not a folder on this machine",  # a folder shared with other hosts
     "path/to/": "does not exist",  # the user's own files
+    "verifiers_v1": "python -m agentrl.verifiers_v1.install",  # verifiers 0.4's interpreter: made by make setup
 }
 
 

@@ -181,6 +181,20 @@ async def test_token_and_time_budgets(tokenizer):
         assert late.stop_reason == "time_budget"
 
 
+async def test_a_reply_cut_by_the_trajectory_token_budget_ends_the_session_as_context_overflow(tokenizer):
+    policy = ScriptedPolicy(tokenizer, ["a reply of a fair number of characters"])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session(limits=SessionLimits(max_total_tokens=30))
+        hi = [{"role": "user", "content": "hi"}]
+        reply = await client(session).chat.completions.create(model="policy", messages=hi)
+        assert reply.choices[0].finish_reason == "length"  # answered, cut where the budget ends
+        assert reply.usage.prompt_tokens + reply.usage.completion_tokens == 30
+        assert session.stop_reason == "context_overflow"  # no later call could have room
+        with pytest.raises(openai.BadRequestError, match="token budget spent") as refused:
+            await client(session).chat.completions.create(model="policy", messages=hi)
+    assert refused.value.code == "context_overflow"
+
+
 async def test_the_sessions_sampling_max_tokens_caps_a_reply_the_agent_leaves_open(tokenizer):
     policy = ScriptedPolicy(tokenizer, ["a reply of a fair number of characters"])
     async with Gateway(policy, tokenizer) as gateway:
