@@ -46,6 +46,9 @@ if __package__ in (None, ""):  # run as a script: make `agentrl` and `benchmarks
 from agentrl.loops.base import AgentLoopBase
 
 MEDIAN_S = 3.0
+QUICK_STEPS = 2
+QUICK_OVERRIDES = ["data.batch_size=1", "rollout.n=2", "data.num_eval_samples=2"]
+"""`--quick`: a smoke that checks the benchmark runs and prints its JSON line, in about 2 minutes."""
 OUTLIER_P, OUTLIER_FACTOR, SIGMA = 0.05, 10.0, 0.5
 
 
@@ -70,7 +73,7 @@ class SlowToolLoop(AgentLoopBase):
         return ctx.trajectory
 
 
-def run_mode(mode: str, steps: int, url: str, out: Path, seed: int = 5) -> dict[str, float]:
+def run_mode(mode: str, steps: int, url: str, out: Path, seed: int = 5, quick: bool = False) -> dict[str, float]:
     """Train `steps` steps in `mode` against the server at `url`; trained trajectories per minute and the final
     held-out reward."""
     from agentrl.cli import main
@@ -90,6 +93,7 @@ def run_mode(mode: str, steps: int, url: str, out: Path, seed: int = 5) -> dict[
         f"trainer.eval_every={steps}",
         f"output_dir={out}",
         *extra,
+        *(QUICK_OVERRIDES if quick else []),
     ]
     if main(args) != 0:
         raise RuntimeError(f"the {mode} run failed")
@@ -106,7 +110,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--seeds", type=int, nargs="+", default=[5, 6, 7])
     parser.add_argument("--median-s", type=float, default=MEDIAN_S)
+    parser.add_argument("--quick", action="store_true", help=f"a smoke: {QUICK_STEPS} small steps, one seed")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.seeds, args.median_s = QUICK_STEPS, args.seeds[:1], 0.2
     from benchmarks import async_training  # the module the training run imports the loop from (not __main__)
 
     async_training.SlowToolLoop.median_s = args.median_s
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for mode in ("sync", "async", "fully_async"):
             runs = []
             for seed in args.seeds:
-                figures = run_mode(mode, args.steps, server.url, Path(tmp) / f"{mode}-{seed}", seed)
+                figures = run_mode(mode, args.steps, server.url, Path(tmp) / f"{mode}-{seed}", seed, args.quick)
                 print(f"{mode} (rollout.seed={seed}): {figures}", flush=True)
                 runs.append(figures)
             result.update(summarise(mode, runs))

@@ -12,8 +12,9 @@ What is measured
   differ only in where the agent loops run.
 * **in_process**: today's embedded default, the real `RolloutManager` / `ToolAgentLoop` / `ToolHooks` in this
   process with `max_concurrency = trajectories`.
-* **workers=N**: the same loops in N Ray actors (`RolloutWorker`'s contract: start, run(job), stats), fed by the
-  real `DistributedRolloutManager` (one global queue, request-level), `trajectories / N` slots each.
+* **workers=N**: the same loops in N real `RolloutWorker` Ray actors (their `session` runs the simulated loops in
+  place of the run's servers and tools), fed by the real `DistributedRolloutManager` (one global queue,
+  request-level), `trajectories / N` slots each.
 
 Each mode's wall time; the overhead of each workers=N run over in_process (target at 1024 trajectories with 2
 workers: <= 5 %); each worker's share of the trajectories. The last line printed is one JSON object.
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -89,25 +92,14 @@ def simulated_manager(server: Any, params: Params, trajectories: int, concurrenc
     return RolloutManager(remote, tok, agent, rollout, setup_context=setup, teardown_context=hooks.teardown)
 
 
-class BenchWorker:
-    """A rollout worker actor running the simulated loops (`RolloutWorker`'s methods)."""
+def simulated_session(server: Any, params: Params, trajectories: int, concurrency: int) -> Any:
+    """What a real `RolloutWorker` runs its jobs with here: the simulated loops over the remote simulated server."""
 
-    def __init__(self, server: Any, params: Params, trajectories: int, concurrency: int, name: str) -> None:
-        self.manager = simulated_manager(server, params, trajectories, concurrency)
-        self.name, self.busy_s = name, 0.0
+    @contextlib.asynccontextmanager
+    async def session(cfg: Any) -> AsyncIterator[Any]:
+        yield simulated_manager(server, params, trajectories, concurrency)
 
-    async def start(self) -> str:
-        return self.name
-
-    async def run(self, job: Any) -> Any:
-        started = time.perf_counter()
-        traj = await self.manager.run_job(job)
-        self.busy_s += time.perf_counter() - started
-        traj.metadata["worker"] = self.name
-        return traj
-
-    def stats(self) -> dict[str, Any]:
-        return {"worker": self.name, "node": "local", "busy_s": self.busy_s}
+    return session
 
 
 async def in_process(params: Params, trajectories: int) -> tuple[float, Counter[str]]:
@@ -127,15 +119,16 @@ async def in_process(params: Params, trajectories: int) -> tuple[float, Counter[
 async def over_workers(params: Params, trajectories: int, workers: int) -> tuple[float, Counter[str]]:
     import ray
 
+    from agentrl.config.schema import AgentRLConfig
     from agentrl.loops.distributed import DistributedRolloutManager, WorkerSlot
+    from agentrl.loops.worker import RolloutWorker
     from agentrl.rollout.router import Router
 
     server = ray.remote(ServerActor).options(max_concurrency=100_000).remote(params, trajectories)
     per_worker = -(-trajectories // workers)
-    remote = ray.remote(BenchWorker).options(num_cpus=0, max_concurrency=per_worker + 2)
-    slots = [
-        WorkerSlot(f"w{i}", remote.remote(server, params, trajectories, per_worker, f"w{i}")) for i in range(workers)
-    ]
+    remote = ray.remote(RolloutWorker).options(num_cpus=0, max_concurrency=per_worker + 2)
+    session = simulated_session(server, params, trajectories, per_worker)
+    slots = [WorkerSlot(f"w{i}", remote.remote(AgentRLConfig(), [], f"w{i}", session=session)) for i in range(workers)]
     await asyncio.gather(*(s.actor.start.remote() for s in slots))
     _, rollout = _configs(params, trajectories)
     manager = DistributedRolloutManager(slots, Router(), rollout, per_worker)

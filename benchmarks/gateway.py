@@ -76,7 +76,9 @@ async def _clients(mode: str, url: str, prompt_ids: list[int], concurrency: int,
         return time.perf_counter() - started
 
 
-async def measure(server_url: str, tokenizer: Any, max_tokens: int, calls_per_slot: int) -> dict[str, Any]:
+async def measure(
+    server_url: str, tokenizer: Any, max_tokens: int, calls_per_slot: int, levels: tuple[int, ...] = LEVELS
+) -> dict[str, Any]:
     from agentrl.gateway import Gateway
     from agentrl.loops.chat_template import encode, render
     from agentrl.rollout import LLMClient
@@ -88,7 +90,7 @@ async def measure(server_url: str, tokenizer: Any, max_tokens: int, calls_per_sl
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         await loop.run_in_executor(pool, client_process, "direct", server_url, prompt_ids, 1, 1, max_tokens)  # warm
         async with LLMClient([server_url]) as llm, Gateway(llm, tokenizer, on_demand=True) as gateway:
-            for c in LEVELS:
+            for c in levels:
                 calls = c * calls_per_slot
                 direct = await loop.run_in_executor(
                     pool, client_process, "direct", server_url, prompt_ids, c, calls, max_tokens
@@ -116,13 +118,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-tokens", type=int, default=4)
     parser.add_argument("--calls-per-slot", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="concurrency 1 and 8, one call per client (a smoke)")
     args = parser.parse_args(argv)
+    levels = (1, 8) if args.quick else LEVELS
+    calls_per_slot = 1 if args.quick else args.calls_per_slot
     from agentrl.models import load_tokenizer, resolve_model
     from benchmarks.servers import hf_server
 
     model_path = resolve_model("default")
     with hf_server(model_path) as server:
-        result = asyncio.run(measure(server.url, load_tokenizer(model_path), args.max_tokens, args.calls_per_slot))
+        tokenizer = load_tokenizer(model_path)
+        result = asyncio.run(measure(server.url, tokenizer, args.max_tokens, calls_per_slot, levels))
     print(json.dumps(result))
     return result
 

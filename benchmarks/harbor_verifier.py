@@ -74,7 +74,10 @@ async def measure(rounds: int) -> dict[str, list[float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="one round (a smoke)")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = 1
     if harbor_python() is None:
         print("Harbor's package is not installed (scripts/setup.sh makes .venv-harbor/)", file=sys.stderr)
         return 2

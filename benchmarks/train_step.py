@@ -214,14 +214,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--sync-repeats", type=int, default=3)
     parser.add_argument("--no-sync", action="store_true", help="skip the weight sync (no hf server)")
     parser.add_argument("--no-skip", action="store_true", help="do not measure the zero-advantage skip")
-    parser.add_argument("--quick", action="store_true", help="batch 4, 32+32 tokens, 2 repeats")
+    parser.add_argument("--quick", action="store_true", help="batch 4, 32+32 tokens, 1 repeat (a smoke)")
     parser.add_argument("--micro-batch-tokens", type=int, default=None, help="trainer.micro_batch_tokens")
     parser.add_argument(
         "--uneven", action="store_true", help="response lengths from 1/8 of --response-len to all of it (multi-turn)"
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.batch, args.prompt_len, args.response_len, args.repeats, args.sync_repeats = 4, 32, 32, 2, 2
+        args.batch, args.prompt_len, args.response_len, args.repeats, args.sync_repeats = 4, 32, 32, 1, 1
 
     from agentrl.models import load_model, load_tokenizer, resolve_model
     from agentrl.trainer.backend import make_backend

@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-vllm", action="store_true", help="leave vLLM out")
     parser.add_argument("--no-docker", action="store_true", help="leave the containerised hf server out")
     parser.add_argument("--no-ray", action="store_true", help="leave the hf server in a Ray actor out")
+    parser.add_argument("--quick", action="store_true", help="one push to the local hf server only (a smoke)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.no_vllm, args.no_docker, args.no_ray = 1, True, True, True
 
     from transformers import AutoModelForCausalLM
 

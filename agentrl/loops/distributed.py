@@ -182,7 +182,7 @@ class DistributedRolloutManager(JobRunner):
                     worker.alive = False
                 continue
             worker.jobs += 1
-            await done.put(leaves)
+            await done.put(checked_leaves(leaves, worker.name))
 
     async def _requeue(
         self, job: Job, jobs: asyncio.Queue[Job], done: asyncio.Queue[list[Trajectory]], why: str
@@ -305,3 +305,23 @@ async def _close(workers: list[WorkerSlot]) -> None:
     for worker in workers:
         with contextlib.suppress(Exception):
             ray.kill(worker.actor, no_restart=True)
+
+
+def checked_leaves(leaves: Any, worker: str) -> list[Trajectory]:
+    """A worker's answer to a job, which must be the job's list of trajectories (`RolloutWorker.run`).
+
+    Raises:
+        TypeError: the worker answered something else (a worker written for an older contract returns one
+            trajectory), naming what it returned.
+    """
+    if isinstance(leaves, list) and all(isinstance(t, Trajectory) for t in leaves):
+        return leaves
+    got = (
+        type(leaves).__name__
+        if not isinstance(leaves, list)
+        else f"a list of {sorted({type(t).__name__ for t in leaves})}"
+    )
+    raise TypeError(
+        f"rollout worker {worker} answered a job with {got}: a worker's run(job) returns the job's list of "
+        "trajectories (RolloutWorker.run: one, or a tree's leaves)"
+    )

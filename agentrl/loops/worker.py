@@ -13,6 +13,8 @@ import contextlib
 import functools
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from agentrl.config.policies import policy_config
@@ -37,6 +39,9 @@ class RolloutWorker:
         worker_id: name recorded on every trajectory it runs (`metadata["worker"]`).
         run_id: labels the worker's sandbox containers (for the orphan sweep).
         frozen: with several policies, those that do not learn (their replies are not trained on).
+        session: what runs the jobs instead of the run's own servers and tools: called with `cfg`, an async context
+            manager yielding a `RolloutManager` (benchmarks and tests drive the real worker against a simulated
+            server this way).
     """
 
     def __init__(
@@ -46,8 +51,9 @@ class RolloutWorker:
         worker_id: str = "local",
         run_id: str | None = None,
         frozen: list[str] | None = None,
+        session: Callable[[AgentRLConfig], AbstractAsyncContextManager[Any]] | None = None,
     ):
-        self.cfg, self.worker_id, self.run_id = cfg, worker_id, run_id
+        self.cfg, self.worker_id, self.run_id, self.session = cfg, worker_id, run_id, session
         self.urls = {name: list(u) for name, u in urls.items()} if isinstance(urls, dict) else {None: list(urls)}
         self.frozen = set(frozen or ())
         self.node = _node_id()
@@ -75,6 +81,10 @@ class RolloutWorker:
 
         await asyncio.to_thread(sweep_orphans)
         stack = contextlib.AsyncExitStack()
+        if self.session is not None:
+            self._manager = await stack.enter_async_context(self.session(self.cfg))
+            self._stack = stack
+            return self.worker_id
         clients = {}
         for policy, urls in self.urls.items():
             client = rollout_client(urls, self._rollout(policy))

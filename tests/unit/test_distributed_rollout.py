@@ -149,3 +149,16 @@ async def test_the_workers_failovers_are_counted_per_step() -> None:
     assert metrics["rollout/worker_server_retries"] == 3.0 and metrics["rollout/worker_replica_restarts"] == 0.0
     one.life, one.retries = "second", 1  # Ray restarted it: it counts from 0 again
     assert (await m.take_metrics(1.0))["rollout/worker_server_retries"] == 1.0
+
+
+class OneTrajectoryWorker(FakeWorker):
+    """A worker written for the old contract: `run(job)` answers one trajectory, not the job's list."""
+
+    async def _run(self, job) -> Trajectory:
+        (traj,) = await super()._run(job)
+        return traj
+
+
+async def test_a_worker_answering_one_trajectory_instead_of_the_job_s_list_fails_naming_the_contract() -> None:
+    with pytest.raises(TypeError, match=r"rollout worker w0 answered a job with Trajectory: a worker's run\(job\)"):
+        await manager([OneTrajectoryWorker("w0")]).run(SAMPLES)
