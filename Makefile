@@ -22,7 +22,9 @@ test:
 unit: venv
 	$(PY) -m pytest tests/unit -q
 
-quickstart: setup
+# Prepares only what the quickstart uses (the Python environment, the model); other recipes prepare their own.
+quickstart:
+	bash scripts/setup.sh --quickstart
 	$(VENV)/bin/agentrl train recipe=quickstart
 
 lint: venv

@@ -32,7 +32,7 @@ from typing import Any
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig, TreeConfig
 from agentrl.errors import UserError
-from agentrl.loops.hooks import run_samples
+from agentrl.loops.hooks import prepare_run, run_samples
 from agentrl.loops.preflight import validate_episodes
 from agentrl.types import Message, Trajectory
 
@@ -106,6 +106,7 @@ async def evaluate(cfg: AgentRLConfig, opts: EvalOptions) -> Path:
     from agentrl.rewards.policy_rewards import reward_pipeline
 
     samples = run_samples(cfg, opts.split)[: opts.limit]
+    prepare_run(cfg, samples)
     if not samples:
         raise UserError(f"nothing to evaluate: the {opts.split} split is empty (data.eval_files, eval.split=train)")
     flat = {"n": opts.n, "tree": TreeConfig()}  # a task is scored by its episodes, never forked

@@ -15,7 +15,7 @@ from pathlib import Path
 from agentrl.config.run_dir import output_dir
 from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
-from agentrl.loops.hooks import run_samples
+from agentrl.loops.hooks import prepare_run, run_samples
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.policy_rewards import reward_pipeline
 from agentrl.types import Sample, Trajectory
@@ -44,6 +44,7 @@ async def _rollout(cfg: AgentRLConfig) -> Path:
     from agentrl.models import load_tokenizer, resolve_model
 
     samples = rollout_samples(cfg)
+    prepare_run(cfg, samples)
     out = output_dir(cfg, "rollout")
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Idempotent setup: venv, Docker engine, sandbox base image, default model.
 # Every step is skipped quickly when already done; a second run takes a few seconds.
-# Usage: scripts/setup.sh [--venv-only]
+# Usage: scripts/setup.sh [--venv-only | --quickstart | --tests]
+#   --venv-only   the Python environment (enough for the unit tests)
+#   --quickstart  the Python environment and the default model: what `make quickstart` uses, nothing else
+#   --tests       everything but the bundled SWE tasks' images: a run (and a test) builds the ones it opens
+#   (none)        everything, the bundled SWE tasks' images included
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -181,13 +185,25 @@ setup_verifiers_v1() {
   "$VENV/bin/python" -m agentrl.verifiers_v1.install
 }
 
+MODE="${1:-}"
+case "$MODE" in
+  "" | --venv-only | --quickstart | --tests) ;;
+  *) die "unknown option $MODE: use --venv-only, --quickstart, --tests or nothing (everything)" ;;
+esac
 setup_venv
-if [ "${1:-}" = "--venv-only" ]; then
+if [ "$MODE" = "--venv-only" ]; then
+  exit 0
+fi
+if [ "$MODE" = "--quickstart" ]; then
+  setup_model
+  step "Setup done (the quickstart's: each other recipe prepares what it needs when it first runs)"
   exit 0
 fi
 setup_docker
 setup_image
-step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_agent/data/*.jsonl recipes/swe_easy/data/*.jsonl
+if [ "$MODE" != "--tests" ]; then
+  step "SWE task images" && "$VENV/bin/python" -m agentrl.swe.images recipes/swe_agent/data/*.jsonl recipes/swe_easy/data/*.jsonl
+fi
 setup_model
 setup_harbor
 setup_verifiers_v1

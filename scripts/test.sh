@@ -16,7 +16,7 @@ bash scripts/setup.sh --venv-only
 
 prepare_log="$(mktemp -t agentrl-prepare.XXXXXX)"
 # a session of its own, so that Ctrl-C here can stop all of it (the Docker engine it starts has its own)
-setsid bash -c 'bash scripts/setup.sh && bash scripts/install_vllm.sh && make --no-print-directory docs' \
+setsid bash -c 'bash scripts/setup.sh --tests && bash scripts/install_vllm.sh && make --no-print-directory docs' \
   >"$prepare_log" 2>&1 &
 prepare=$!
 stop_preparing() {

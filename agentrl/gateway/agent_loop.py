@@ -113,6 +113,14 @@ class OpenAIAgentLoop(AgentLoopBase):
         config = {"agent": {"kwargs": {"entry_point": "agentrl.gateway.check_agent:two_turns"}}}
         return LoopCheckCase(config=config, reply="Hello.", min_turns=2)
 
+    @classmethod
+    def prepare(cls, cfg: AgentRLConfig, samples: list[Sample]) -> None:
+        """With `task_sandbox=swe_task`: build the images of the run's tasks that this machine lacks."""
+        if cfg.agent.kwargs.get("task_sandbox") == "swe_task":
+            from agentrl.swe.prepare import prepare_task_images
+
+            prepare_task_images(samples)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._gateway: Gateway | None = None

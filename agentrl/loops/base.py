@@ -107,6 +107,16 @@ class AgentLoopBase(ABC):
         return None
 
     @classmethod
+    def prepare(cls, cfg: AgentRLConfig, samples: list[Sample]) -> None:
+        """Prepare what the run's episodes need and this machine may lack yet (a SWE task's image), once, when
+        the run starts and before any server does: idempotent, with progress. The default needs nothing.
+
+        Raises:
+            UserError: it cannot be prepared here, saying the command that does it.
+        """
+        return None
+
+    @classmethod
     def problems(cls, cfg: AgentRLConfig) -> list[str]:
         """What stops the run's episodes that only the loop knows, each with its fix (an environment that does not
         load, say), checked at start after `agent.kwargs` against `Options`. Empty (the default): nothing."""

@@ -40,6 +40,11 @@ def run_samples(cfg: AgentRLConfig, split: str) -> list[Sample]:
     return data.run_samples(cfg, split, run_loop(cfg).samples)
 
 
+def prepare_run(cfg: AgentRLConfig, *splits: list[Sample]) -> None:
+    """What the run's samples need prepared on this machine, by their loop (`AgentLoopBase.prepare`)."""
+    run_loop(cfg).prepare(cfg, [sample for split in splits for sample in split])
+
+
 def environment_form(cfg: AgentRLConfig) -> str:
     """The run's environment in words (`AgentLoopBase.environment_form` of its loop); a loop name that does not
     resolve is described from the config alone (`agentrl config show` shows a config without checking it)."""

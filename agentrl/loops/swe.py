@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentrl.config.schema import AgentConfig, SandboxConfig
+from agentrl.config.schema import AgentConfig, AgentRLConfig, SandboxConfig
 from agentrl.loops.base import LoopOptions
 from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.context import AgentContext
@@ -113,6 +113,13 @@ class SWEAgentLoop(SteppedLoop):
     """
 
     Options = SWELoopOptions
+
+    @classmethod
+    def prepare(cls, cfg: AgentRLConfig, samples: list[Sample]) -> None:
+        """Build the images of the run's tasks that this machine lacks (`agentrl.swe.prepare`)."""
+        from agentrl.swe.prepare import prepare_task_images
+
+        prepare_task_images(samples)
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:

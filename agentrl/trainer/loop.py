@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.config.loader import ConfigError
 from agentrl.config.schema import AgentRLConfig, TreeConfig
 from agentrl.errors import InfrastructureError, TooManyFailuresError
-from agentrl.loops.hooks import run_samples
+from agentrl.loops.hooks import prepare_run, run_samples
 from agentrl.loops.session import rollout_session
 from agentrl.rewards.policy_rewards import reward_pipeline
 from agentrl.trainer.checkpoint_dir import TrainerState, checkpoint_root, latest_checkpoint, save_checkpoint
@@ -73,6 +73,7 @@ class Trainer:
         self.out = output_dir(cfg, "train")
         self.train_samples = run_samples(cfg, "train")
         self.eval_samples = run_samples(cfg, "eval")
+        prepare_run(cfg, self.train_samples, self.eval_samples)
         self.rewards = reward_pipeline(cfg)
         rise = ENTROPY_RISE_RATIO if cfg.trainer.entropy_coef > 0 else 0.0
         self.collapse = CollapseMonitor(cfg.trainer.collapse_warn_ratio, rise_ratio=rise)

@@ -129,29 +129,23 @@ def on_folder_weights(server, model_path: str):
 
 @pytest.fixture(scope="session")
 def task(docker_client, sandbox_base_image):
-    """A bundled task whose image setup built (the smallest test run first)."""
-    return _smallest_built_task(docker_client, SWE_TASKS)
+    """The smallest bundled task (the quickest test run), its image built first when missing."""
+    return _smallest_task(SWE_TASKS)
 
 
 @pytest.fixture(scope="session")
 def easy_task(docker_client, sandbox_base_image):
-    """A swe_easy training task whose image setup built (the smallest test run first)."""
-    return _smallest_built_task(docker_client, SWE_EASY_TASKS)
+    """The smallest swe_easy training task, its image built first when missing."""
+    return _smallest_task(SWE_EASY_TASKS)
 
 
-def _smallest_built_task(docker_client, path: Path):
-    import docker
-
+def _smallest_task(path: Path):
+    from agentrl.swe.prepare import prepare_task_images
     from agentrl.swe.task import load_tasks
 
-    tasks = sorted(load_tasks(path), key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS))
-    for t in tasks:
-        try:
-            docker_client.images.get(t.image)
-        except docker.errors.ImageNotFound:
-            continue
-        return t
-    _unavailable("no SWE task image: run scripts/setup.sh (or python -m agentrl.swe.images on the task files)")
+    smallest = min(load_tasks(path), key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS))
+    prepare_task_images([smallest.to_sample()])  # as a run does when it starts: nothing when the image is there
+    return smallest
 
 
 @pytest.fixture
