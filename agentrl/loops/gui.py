@@ -14,9 +14,10 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
 from agentrl.gui.actions import InvalidAction, parse_action
-from agentrl.gui.browser import MiniWoBSession, Screen
+from agentrl.gui.browser import BrowserError, MiniWoBSession, Screen, browser_paths
 from agentrl.gui.config import GUIConfig
 from agentrl.gui.episode import GUIEpisode, observation_text, user_content
 from agentrl.loops.base import AgentLoopBase
@@ -44,6 +45,16 @@ class GUIAgentLoop(AgentLoopBase):
     """
 
     Options = GUIConfig
+
+    @classmethod
+    def problems(cls, cfg: AgentRLConfig) -> list[str]:
+        """Chromium and chromedriver are here (else the command that installs them), checked before the run
+        starts rather than when its first episode opens a page."""
+        try:
+            browser_paths()
+        except BrowserError as exc:
+            return [f"agent.name=gui_agent: {exc}"]
+        return []
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:

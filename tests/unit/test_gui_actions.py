@@ -53,3 +53,13 @@ def test_invalid_replies_raise_feedback(reply, feedback):
 
 def test_the_screen_size_bounds_clicks():
     assert parse_action("click(300, 500)", screen=(375, 667)).kind == "click_xy"
+
+
+def test_a_gui_run_without_chromium_is_refused_at_start_with_the_command_that_installs_it(monkeypatch):
+    from agentrl.config import load_config
+    from agentrl.loops.gui import GUIAgentLoop
+
+    monkeypatch.setattr("agentrl.gui.browser._first", lambda candidates, name: None)
+    monkeypatch.delenv("MINIWOB_CHROME_BINARY", raising=False)
+    (problem,) = GUIAgentLoop.problems(load_config(overrides=["recipe=gui_agent"]))
+    assert "needs Chromium and chromedriver: run scripts/setup.sh" in problem
