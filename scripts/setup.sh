@@ -26,6 +26,7 @@ as_root() { $SUDO "$@"; }
 
 # --- a. Python environment ------------------------------------------------------------------------
 setup_venv() {
+  local extras="${1-dev}" # the quickstart needs agentrl alone; the tests and the other recipes its dev extras
   step "Python environment (.venv)"
   if [ ! -x "$VENV/bin/python" ]; then
     command -v python3.11 >/dev/null || die "python3.11 not found: install Python 3.11 and retry"
@@ -35,16 +36,18 @@ setup_venv() {
   local want have=""
   want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
   [ -f "$STAMP" ] && have="$(cat "$STAMP")"
-  if [ "$want" = "$have" ]; then
+  if [ "$have" = "$want dev" ] || [ "$have" = "$want $extras" ]; then
     info "up to date (pyproject.toml unchanged since last install)"
     return
   fi
-  info "pip install -e '.[dev]' (torch comes from the local wheel via the pip config's find-links)"
+  local spec="."
+  [ -n "$extras" ] && spec=".[$extras]"
+  info "pip install -e '$spec' (torch comes from the local wheel via the pip config's find-links)"
   # byte-compiled at install (not --no-compile, 85 s faster): where PYTHONDONTWRITEBYTECODE is set, as on these
   # machines, nothing compiled later is kept, and every process would compile torch's modules again (CI +5 min)
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 |
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec" 2>&1 |
     { grep -v "^WARNING: Location '.*' is ignored" || true; } # the machine's pip config names index folders it lacks
-  echo "$want" >"$STAMP"
+  echo "$want $extras" >"$STAMP"
   info "installed"
 }
 
@@ -190,7 +193,11 @@ case "$MODE" in
   "" | --venv-only | --quickstart | --tests) ;;
   *) die "unknown option $MODE: use --venv-only, --quickstart, --tests or nothing (everything)" ;;
 esac
-setup_venv
+if [ "$MODE" = "--quickstart" ]; then
+  setup_venv ""
+else
+  setup_venv dev
+fi
 if [ "$MODE" = "--venv-only" ]; then
   exit 0
 fi
