@@ -1,6 +1,6 @@
 """Forking an episode's state versus starting fresh and replaying what led there (issue 45).
 
-Needs the Docker engine and a bundled SWE task image (`scripts/setup.sh`). Run from the repository root:
+Needs the Docker engine (its SWE task image is built when missing). Run from the repository root:
 
     .venv/bin/python benchmarks/fork.py            # about a minute on 2 CPU cores
     .venv/bin/python benchmarks/fork.py --quick    # one round
@@ -115,12 +115,13 @@ def gym_round() -> tuple[float, float]:
 
 
 def smallest_task() -> SWETask:
+    """The bundled task with the fewest tests, its image built first when missing (as a run would)."""
+    from agentrl.swe.prepare import prepare_task_images
+
     tasks = load_tasks(ROOT / "recipes/swe_agent/data/train.jsonl")
-    client = docker_client()
-    for task in sorted(tasks, key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS)):
-        if client.images.list(name=task.image):
-            return task
-    raise SystemExit("no SWE task image: run scripts/setup.sh")
+    task = min(tasks, key=lambda t: len(t.PASS_TO_PASS) + len(t.FAIL_TO_PASS))
+    prepare_task_images([task.to_sample()])
+    return task
 
 
 def ratio(rounds: list[tuple[float, ...]], column: int = 1) -> tuple[float, float, float]:

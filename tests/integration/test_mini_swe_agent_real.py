@@ -69,9 +69,12 @@ def test_train_mini_swe_agent_for_a_step_with_the_real_model(hf_server_url, task
     from agentrl.viewer import build_viewer
     from tests.integration.test_train_real import step_trajectories
 
+    rows = tmp_path / "task.jsonl"  # the run's start builds the images of its rows: one task, not the recipe's
+    rows.write_text(json.dumps(task.to_row(agent_name="openai_agent")) + "\n")
     args = [
         "train",
         "recipe=mini_swe_agent",
+        f"data.train_files=[{rows}]",
         f"rollout.urls=[{hf_server_url}]",
         "trainer.steps=1",  # one step runs the loop end to end; a second added ~80 s and nothing else
         "data.batch_size=1",

@@ -54,8 +54,10 @@ async def test_the_gold_edit_resolves_a_typo_after_a_refused_call(easy_task, def
 
 
 def test_one_training_step_grades_every_sampled_patch(hf_server_url, tmp_path, no_leftovers):
-    eval_rows = tmp_path / "eval.jsonl"
+    eval_rows, train_rows = tmp_path / "eval.jsonl", tmp_path / "train.jsonl"
     eval_rows.write_text("".join((EASY_DATA / "eval.jsonl").read_text().splitlines(keepends=True)[:2]))
+    # two training rows: the run's start builds the images of its rows (all of them with the recipe's data)
+    train_rows.write_text("".join((EASY_DATA / "train.jsonl").read_text().splitlines(keepends=True)[:2]))
     args = [
         "train",
         "recipe=swe_easy",
@@ -66,6 +68,7 @@ def test_one_training_step_grades_every_sampled_patch(hf_server_url, tmp_path, n
         "rollout.n=4",
         "rollout.seed=1",
         f"data.eval_files=[{eval_rows}]",
+        f"data.train_files=[{train_rows}]",
         f"output_dir={tmp_path / 'run'}",
     ]
     assert main(args) == 0
