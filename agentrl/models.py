@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrl.checkpoint_export import exported_model, is_checkpoint
 from agentrl.errors import ModelNotFoundError, UserError
 
 if TYPE_CHECKING:
@@ -194,8 +195,9 @@ def resolve_model(spec: str, cache_dir: str | Path | None = None, prepare: bool 
     """Turn a model spec into a local HF model folder.
 
     Args:
-        spec: `default` (or another alias of the default model), a local HF folder, or a hub id that is
-            already in the local Hugging Face cache.
+        spec: `default` (or another alias of the default model), a local HF folder, a trainer checkpoint folder
+            (`runs/<run>/checkpoints/step_000010`: its policy, exported once, `agentrl.checkpoint_export`), or a
+            hub id that is already in the local Hugging Face cache.
         cache_dir: Model cache for the default model; see `model_cache_dir`.
         prepare: Prepare the default model if it is not yet; when False, raise instead.
 
@@ -216,6 +218,8 @@ def resolve_model(spec: str, cache_dir: str | Path | None = None, prepare: bool 
             )
         return str(prepare_default_model(cache_dir))
     path = Path(spec).expanduser()
+    if path.is_dir() and is_checkpoint(path):
+        return exported_model(path, lambda base: resolve_model(base, cache_dir, prepare))
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ModelNotFoundError(f"{path} is not a Hugging Face model folder: it has no config.json")

@@ -51,3 +51,36 @@ def test_load_rejects_a_folder_that_is_no_checkpoint(tmp_path):
     backend = LocalBackend(run_config(), tiny_model_dir(tmp_path / "model"), pad_token_id=0)
     with pytest.raises(AgentRLError, match="not a trainer checkpoint"):
         backend.load(tmp_path)
+
+
+def test_a_checkpoint_folder_is_a_model_its_policy_exported_once(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.models import resolve_model
+    from agentrl.trainer.checkpoint_dir import TrainerState, save_checkpoint
+
+    model_dir = tiny_model_dir(tmp_path / "model")
+    backend = LocalBackend(run_config(lr=1e-2), model_dir, pad_token_id=0)
+    backend.step(batch_of_trajectories())
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(f"model: {model_dir}\n")
+    checkpoint = save_checkpoint(run, TrainerState(step=1, cursor={}, version=1), backend.save)
+
+    folder = resolve_model(str(checkpoint))
+    exported = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    trained, base = backend.state_dict(), AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
+    assert all(torch.equal(exported[name], weights) for name, weights in trained.items())
+    assert any(not torch.equal(base[name], weights) for name, weights in trained.items())  # it did train
+    assert resolve_model(str(checkpoint)) == folder  # exported once: the second call reads the folder
+
+
+def test_a_checkpoint_without_its_run_s_config_is_refused_naming_what_is_missing(tmp_path):
+    from agentrl.errors import ModelNotFoundError
+    from agentrl.models import resolve_model
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "step_000001"
+    (checkpoint / "engine" / "policy").mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError, match=r"its run's config.yaml .* is missing"):
+        resolve_model(str(checkpoint))
