@@ -73,6 +73,10 @@ def weighted(answer: str, ground_truth: str) -> float:
 # --- agentrl ----------------------------------------------------------------------------------------------------
 
 
+AGENTRL_SETTINGS: list[str] = []
+"""`--agentrl-set`: settings over the quickstart recipe on agentrl's side (named in the JSON line)."""
+
+
 def agentrl_run(steps: int, lr: float, seed: int, out: Path, skip: bool, evaluate: bool, group: int) -> dict:
     """`agentrl train recipe=quickstart` for `steps` steps; its wall time over the steps and held-out reward."""
     from agentrl.cli import main
@@ -88,6 +92,7 @@ def agentrl_run(steps: int, lr: float, seed: int, out: Path, skip: bool, evaluat
         f"rollout.n={group}",
         f"data.batch_size={PROMPTS_PER_STEP}",
         f"output_dir={out}",
+        *AGENTRL_SETTINGS,
     ]
     if main(args) != 0:
         raise RuntimeError("the agentrl run failed")
@@ -213,7 +218,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--learning-steps", type=int, default=20, help="steps of each learning run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--quick", action="store_true", help="a smoke: one step of 4 prompts x 2 replies per side")
+    parser.add_argument("--agentrl-set", nargs="*", default=[], help="settings over the recipe on agentrl's side")
     args = parser.parse_args(argv)
+    AGENTRL_SETTINGS[:] = args.agentrl_set
     group = 2 if args.quick else GROUP
     if args.quick:
         args.mode, args.steps = "equal_work", 1
@@ -229,6 +236,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "group": group,
         "prompts_per_step": PROMPTS_PER_STEP,
         "tool_use_ratio": None,
+        "agentrl_settings": args.agentrl_set,
     }
     with tempfile.TemporaryDirectory() as tmp:
         if args.mode in ("equal_work", "both"):
