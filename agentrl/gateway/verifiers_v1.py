@@ -148,7 +148,8 @@ class VerifiersV1Loop(OpenAIAgentLoop):
 def env_request(options: VerifiersV1Options, split: str, max_turns: int | None) -> dict[str, Any]:
     """What the episode server loads: verifiers' env config for `split`, and the folder a taskset file is in."""
     taskset_id, path = _taskset_id(options.taskset)
-    args = {**options.taskset_args, **(options.eval_taskset_args or {} if split == "eval" else {})}
+    held_out = options.eval_taskset_args if split == "eval" else None
+    args = {**options.taskset_args, **(held_out or {})}
     agent: dict[str, Any] = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
     if max_turns is not None:
         agent["max_turns"] = max_turns

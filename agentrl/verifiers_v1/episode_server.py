@@ -65,7 +65,7 @@ def check(request: dict[str, Any]) -> list[str]:
         config = env_config(request)
         vf.load_environment(config)
         next(iter(vf.load_taskset(config.taskset)), None)
-    except BaseException as exc:
+    except Exception as exc:  # reported to the user, whatever the taskset raised
         return [f"{type(exc).__name__}: {exc}"]
     return []
 
@@ -114,6 +114,10 @@ def find_task(tasks: list[Any], where: dict[str, Any]) -> Any:
     return tasks[where["index"]]
 
 
+def _said(error: Any) -> str:
+    return f"{error.type}: {error.message}" if hasattr(error, "message") else str(error)
+
+
 def verdict(episode: Any) -> dict[str, Any]:
     """The episode's rewards (each function's score and weight), metrics and errors; one trace's names as they are,
     several traces' (a multi-agent env) prefixed by the agent's name."""
@@ -126,9 +130,7 @@ def verdict(episode: Any) -> dict[str, Any]:
             if reward is not None:
                 rewards[prefix + name] = {"score": float(reward.score), "weight": float(reward.weight)}
         metrics.update({prefix + k: float(v) for k, v in trace.metrics.items() if v is not None})
-    errors = [f"{e.type}: {e.message}" if hasattr(e, "message") else str(e) for e in episode.errors]
-    for trace in episode.traces:
-        errors += [f"{e.type}: {e.message}" if hasattr(e, "message") else str(e) for e in trace.errors]
+    errors = [_said(e) for e in episode.errors] + [_said(e) for trace in episode.traces for e in trace.errors]
     return {
         "ok": bool(episode.ok),
         "reward": sum(t.reward for t in episode.traces),
