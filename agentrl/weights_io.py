@@ -39,19 +39,24 @@ def unique_tensors(state: Mapping[str, torch.Tensor], keep: Iterable[str] = ()) 
     return out
 
 
-def save_state_dict(state: Mapping[str, torch.Tensor], path: Path, keep: Iterable[str] = ()) -> Path:
-    """Write `state` as one safetensors file at `path` (the one rule for tied weights above)."""
+def save_state_dict(
+    state: Mapping[str, torch.Tensor],
+    path: Path,
+    keep: Iterable[str] = (),
+    metadata: dict[str, str] | None = None,
+) -> Path:
+    """Write `state` as one safetensors file at `path` (the one rule for tied weights above), with `metadata`."""
     from safetensors.torch import save_file
 
-    save_file(unique_tensors(state, keep), str(path))
+    save_file(unique_tensors(state, keep), str(path), metadata=metadata)
     return path
 
 
-def state_dict_bytes(state: Mapping[str, torch.Tensor]) -> bytes:
-    """Safetensors bytes of `state` (the one rule for tied weights above)."""
+def state_dict_bytes(state: Mapping[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
+    """Safetensors bytes of `state` (the one rule for tied weights above), with `metadata`."""
     from safetensors.torch import save
 
-    return save(unique_tensors(state))
+    return save(unique_tensors(state), metadata=metadata)
 
 
 def _storage_key(tensor: torch.Tensor) -> object:

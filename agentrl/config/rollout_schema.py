@@ -159,6 +159,11 @@ class RolloutConfig(_Section):
         description="a folder this machine and the rollout.urls servers see at the same path (NFS): vLLM/SGLang "
         "servers on other hosts load each push's weights from there",
     )
+    weight_delta: bool = Field(
+        True,
+        description="pushes to hf servers carry only what changed since the weights each holds, in its dtype, bit for "
+        "bit (agentrl.weight_delta; a full push where it holds other weights); false: the full weights every push",
+    )
     weight_transfer: Literal["file", "nccl"] = Field(
         "file",
         description="how vLLM/SGLang servers get weights: a safetensors file they load, or an NCCL broadcast from the "

@@ -63,10 +63,12 @@ class HFServer(ManagedServer):
 
     backend = "hf"
 
-    def __init__(self, base_url: str, *, model_path: str | None = None, process: Any = None):
+    def __init__(self, base_url: str, *, model_path: str | None = None, process: Any = None, token: str | None = None):
         super().__init__(base_url, model_path=model_path, process=process)
         self.shares_files: bool | None = None
         """Whether the server reads files this process writes (None: not asked yet)."""
+        self.token = token or getattr(process, "weights_token", None)
+        """The server's weights token (None: AGENTRL_WEIGHTS_TOKEN from the environment, if set)."""
 
     def update_weights(
         self,
@@ -78,24 +80,44 @@ class HFServer(ManagedServer):
         adapter: str | None = None,
         lora_alpha: float = 16.0,
     ) -> None:
-        """Load the safetensors file `weights` into the server, by path when it can read it, else uploaded; with
-        `adapter`, the file holds that LoRA adapter's tensors (see `AdapterServer`).
+        """Load the safetensors file `weights` (or a delta, `agentrl.weight_delta`) into the server, by path when it
+        can read it, else uploaded; with `adapter`, the file holds that LoRA adapter's tensors (`AdapterServer`).
 
         Raises:
+            DeltaBaseMismatchError: a delta, and the server holds other weights than its base (push in full).
             httpx.HTTPError: the server could not be reached, refused the update, or serves another version.
         """
         from agentrl.rollout.servers.hf.push import push_weights
+        from agentrl.weight_delta import DeltaBaseMismatchError
 
         path = Path(weights)
         if self.shares_files is None:
             self.shares_files = self._reads_our_files(path.parent, timeout)
         source: dict[str, Any] = {"path": str(path)} if self.shares_files else {"state": path.read_bytes()}
-        lora = {"adapter": adapter, "lora_alpha": lora_alpha}
-        served = push_weights(self.base_url, version, in_flight=in_flight, timeout=timeout, **source, **lora)
+        options = {"adapter": adapter, "lora_alpha": lora_alpha, "in_flight": in_flight, "token": self.token}
+        try:
+            answer = push_weights(self.base_url, version, timeout=timeout, **source, **options)
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code == 409:
+                raise DeltaBaseMismatchError(exc.response.json()["error"]["message"]) from exc
+            raise
+        served = int(answer["policy_version"])
         if served != version:
             raise httpx.HTTPError(f"{self.base_url} serves version {served} after an update to {version}")
         if adapter is None:
             self.policy_version = version
+
+    def weights_dtype(self) -> str:
+        """The dtype the server holds its weights in (`GET /v1/weights/version`): deltas are computed in it."""
+        answer = httpx.get(f"{self.base_url}/v1/weights/version", timeout=10.0)
+        answer.raise_for_status()
+        return str(answer.json()["dtype"])
+
+    def weights_digest(self) -> str:
+        """A hash of the server's weights (`agentrl.weight_delta.weights_digest`), to compare with the trainer's."""
+        answer = httpx.get(f"{self.base_url}/v1/weights/digest", timeout=120.0)
+        answer.raise_for_status()
+        return str(answer.json()["digest"])
 
     def served_version(self, adapter: str | None = None) -> int | None:
         """The version the server (or its LoRA `adapter`: None when not loaded) reports (`GET /v1/weights/version`)."""
@@ -111,8 +133,13 @@ class HFServer(ManagedServer):
         probe = folder / f"agentrl-probe-{token}"
         probe.write_text(token)
         try:
+            from agentrl.rollout.servers.hf.push import weights_headers
+
             answer = httpx.post(
-                f"{self.base_url}/v1/weights/probe", json={"path": str(probe), "token": token}, timeout=timeout
+                f"{self.base_url}/v1/weights/probe",
+                json={"path": str(probe), "token": token},
+                headers=weights_headers(self.token),
+                timeout=timeout,
             )
             answer.raise_for_status()
             return bool(answer.json().get("readable"))
@@ -182,7 +209,7 @@ def launch_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, 
         from agentrl.rollout.servers.hf.launch import launch_hf_server
 
         process = launch_hf_server(model_path, port, host=host, max_model_len=cfg.rollout.max_model_len, dtype=dtype)
-        return HFServer(process.url, model_path=model_path, process=process)
+        return HFServer(process.url, model_path=model_path, process=process, token=process.weights_token)
     if backend == "vllm":
         from agentrl.rollout.servers.vllm import VLLMServer
 

@@ -113,7 +113,8 @@ class WeightUpdateRequest(BaseModel):
 
     Either `path` names a safetensors file the server can read (shared memory or disk), or the state dict is
     sent as the raw safetensors body with `Content-Type: application/octet-stream` and the version in the
-    `X-Policy-Version` header.
+    `X-Policy-Version` header. Either may instead be a delta against the weights the server holds
+    (`agentrl.weight_delta`: it carries its own base, version and id; 409 when the server holds another base).
     """
 
     path: str
@@ -123,6 +124,8 @@ class WeightUpdateRequest(BaseModel):
     """A LoRA adapter's name: the file holds its tensors only (`X-Adapter` for a raw body)."""
     lora_alpha: float = Field(16.0, gt=0)
     """The adapter's alpha (scaling alpha / rank; `X-Lora-Alpha` for a raw body)."""
+    weights_id: str | None = None
+    """The id the server's weights get (`X-Weights-Id`), which a later delta names as its base; default: a new one."""
 
 
 def error_payload(message: str, code: int = 400, type_: str = "BadRequestError") -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight
+from agentrl.weight_delta import DeltaBaseMismatchError
 
 STARTUP_TIMEOUT_S = 900.0
 
@@ -55,6 +56,14 @@ class ServerActor:
     def served_version(self) -> int | None:
         return self.server.served_version()
 
+    def weights_dtype(self) -> str | None:
+        """The dtype the server holds its weights in, when it takes deltas (`hf`); None otherwise."""
+        dtype = getattr(self.server, "weights_dtype", None)
+        return dtype() if dtype is not None else None
+
+    def weights_digest(self) -> str:
+        return self.server.weights_digest()
+
     def abort(self) -> int:
         return self.server.abort()
 
@@ -78,6 +87,7 @@ class RayServer:
         """Load `weights` (an object ref of a safetensors blob, or a safetensors file) as `version`.
 
         Raises:
+            DeltaBaseMismatchError: a delta, and the server holds other weights than its base.
             ConnectionError: the actor is gone.
             RayServerError: the update failed on the actor (its error inside), or it serves another version.
         """
@@ -92,6 +102,13 @@ class RayServer:
 
     def served_version(self) -> int | None:
         return self._call("served_version")
+
+    def weights_dtype(self) -> str | None:
+        """The server's weights dtype when it takes deltas (`hf`), else None (`agentrl.weight_delta`)."""
+        return self._call("weights_dtype")
+
+    def weights_digest(self) -> str:
+        return self._call("weights_digest", timeout=120.0)
 
     def healthy(self, timeout: float = 2.0) -> bool:
         from agentrl.rollout.servers.process import is_healthy
@@ -117,6 +134,8 @@ class RayServer:
         except ray.exceptions.RayActorError as exc:
             raise ConnectionError(f"the server actor at {self.url} is gone: {exc}") from exc
         except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, DeltaBaseMismatchError):  # the caller pushes in full
+                raise DeltaBaseMismatchError(str(exc.cause)) from exc
             raise RayServerError(f"the server actor at {self.url} failed {method}: {exc.cause!r}") from exc
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -83,6 +84,9 @@ def serve_from_overrides(overrides: list[str]) -> int:
     cfg = load_config(overrides=rest)
     handle = launch_server(cfg, resolve_model(cfg.model), port=port, host=host)
     print(f"{cfg.rollout.backend} server for {cfg.model} at {handle.url} (Ctrl-C to stop)", flush=True)
+    token = getattr(handle, "token", None)
+    if token and not os.environ.get("AGENTRL_WEIGHTS_TOKEN"):
+        print(f"it takes weights with a token: run the trainer with AGENTRL_WEIGHTS_TOKEN={token}", flush=True)
     _wait_for_signal(handle.stop)
     return 0
 

@@ -119,6 +119,7 @@ class Policies:
                 in_flight=r.weight_update,
                 scratch_dir=r.shared_weights_dir,
                 broadcast=_nccl_broadcast(runtime),
+                delta=r.weight_delta,
             )
 
     def close_sync(self) -> None:

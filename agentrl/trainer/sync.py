@@ -4,6 +4,10 @@ The state dict is written once as a safetensors file in shared memory (`/dev/shm
 server loads it from there through its handle's `update_weights` (`agentrl.rollout.handles`): the `hf` server's
 `POST /v1/weights`, vLLM's `reload_weights` RPC, SGLang's `update_weights_from_disk`. Dead replicas are skipped
 and caught up when they answer again (failover).
+
+A server that takes deltas (the `hf` server: its handle answers `weights_dtype`) gets the weights cast to its dtype,
+and after its first push only what changed since the weights it holds (`agentrl.weight_delta`), through the same
+routes; one that refuses a delta (restarted, missed a push, holds another trainer's weights) gets the full push.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import logging
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,8 @@ from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight, RolloutServer
 from agentrl.rollout.router import normalize_url
 from agentrl.rollout.servers.process import shm_dir
-from agentrl.weights_io import save_state_dict, state_dict_bytes
+from agentrl.weight_delta import WEIGHTS_ID_KEY, DeltaBaseMismatchError, cast_state, encode_delta
+from agentrl.weights_io import save_state_dict, state_dict_bytes, unique_tensors
 
 logger = logging.getLogger(__name__)
 
@@ -41,18 +48,32 @@ def write_safetensors(state: Mapping[str, torch.Tensor], folder: Path) -> Path:
 class StagedWeights:
     """One push's weights, staged once for each route the servers need: a safetensors file in shared memory
     (servers that read files or take uploads) and a safetensors blob in Ray's object store (server actors).
-    Kept until the next push, for replicas that come back."""
+    Kept until the next push, for replicas that come back. `state` is a state dict (written with `metadata`) or
+    a payload's bytes (a delta)."""
 
     def __init__(
-        self, state: Mapping[str, torch.Tensor], *, file: bool, object_store: bool, folder: str | None = None
+        self,
+        state: Mapping[str, torch.Tensor] | bytes,
+        *,
+        file: bool,
+        object_store: bool,
+        folder: str | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=folder or shm_dir()) if file else None
-        self.path = write_safetensors(state, Path(self._dir.name)) if self._dir is not None else None
+        self.path = None
+        if self._dir is not None:
+            self.path = Path(self._dir.name) / "model.safetensors"
+            if isinstance(state, bytes):
+                self.path.write_bytes(state)
+            else:
+                save_state_dict(state, self.path, metadata=metadata)
         self.ref = None
         if object_store:
             import ray
 
-            self.ref = ray.put(state_dict_bytes(state))
+            self.ref = ray.put(state if isinstance(state, bytes) else state_dict_bytes(state, metadata))
+        self.nbytes = len(state) if isinstance(state, bytes) else sum(t.nbytes for t in unique_tensors(state).values())
 
     def for_server(self, server: RolloutServer) -> Any:
         """What `server.update_weights` takes: the object ref for server actors, else the file's path."""
@@ -64,6 +85,26 @@ class StagedWeights:
         if self._dir is not None:
             self._dir.cleanup()
         self.ref = None
+
+
+@dataclass
+class HeldWeights:
+    """The weights the delta-taking servers of one dtype were last sent: the base of the next delta."""
+
+    dtype: str
+    weights_id: str
+    version: int
+    state: dict[str, torch.Tensor]
+
+
+@dataclass
+class PushStats:
+    """What the last push moved: bytes staged per kind of payload (a file or blob each route reads once)."""
+
+    full_bytes: int = 0
+    delta_bytes: int = 0
+    full_servers: int = 0
+    delta_servers: int = 0
 
 
 class WeightSync:
@@ -85,6 +126,7 @@ class WeightSync:
             `agentrl.trainer.nccl_sync`) instead of a file per server. Each push goes to the live servers only (a
             dead replica is left out of the group); one that answers again rejoins at the next push, and takes
             traffic once that push gave it the current weights.
+        delta: send servers that take deltas only what changed since the weights they hold (`rollout.weight_delta`).
     """
 
     def __init__(
@@ -95,6 +137,7 @@ class WeightSync:
         timeout: float = 600.0,
         scratch_dir: str | None = None,
         broadcast: Any = None,
+        delta: bool = True,
     ):
         self.scratch_dir = scratch_dir or shm_dir()
         self.broadcast = broadcast
@@ -102,8 +145,19 @@ class WeightSync:
         self.router = router
         self.in_flight: InFlight = "abort" if in_flight == "resume" else in_flight  # the client resumes them
         self.timeout = timeout
+        self.delta = delta
         self.version = 0
-        self._staged: StagedWeights | None = None
+        self.last = PushStats()
+        self._staged: dict[str, StagedWeights] = {}
+        """This version's payloads by kind (`raw`, `full:<dtype>`, `delta:<dtype>`), kept for catch-ups."""
+        self._state: Mapping[str, torch.Tensor] | None = None
+        self._held: dict[str, HeldWeights] = {}
+        """This version cast to each dtype of the servers that take deltas (made on first use)."""
+        self._base_held: dict[str, HeldWeights] = {}
+        """The last version's: the bases of this version's deltas."""
+        self._server_ids: dict[str, str] = {}
+        """The weights id each delta-taking server acknowledged last (by normalized URL)."""
+        self._dtypes: dict[str, str | None] = {}
         self._rejoining: set[str] = set()
         """Replicas back from the dead that the next broadcast takes back into its group."""
         self._lock = threading.Lock()
@@ -118,12 +172,8 @@ class WeightSync:
             if self.broadcast is not None:
                 self._broadcast(state)
                 return time.perf_counter() - started
-            routes = {_weights_via(server) for server in self.servers}
-            staged = StagedWeights(
-                state, file="file" in routes, object_store="object_store" in routes, folder=self.scratch_dir
-            )
-            self._replace_staged(staged)
-            reached = [server for server in self.servers if self._push_live(server, staged)]
+            self._new_version(state)
+            reached = [server for server in self.servers if self._push_live(server)]
             if not reached:
                 raise WeightSyncError(
                     f"no rollout server took the weights of version {self.version}: all of "
@@ -146,11 +196,12 @@ class WeightSync:
                     return True
                 self._rejoining.add(normalize_url(server.url))
                 return False
-            if self._staged is None or _served_version(server) == self.version:
+            if self._state is None or _served_version(server) == self.version:
                 self._record(server)
                 return True
             logger.info("bringing the %s server at %s to policy version %d", server.backend, url, self.version)
-            self._push_one(server, self._staged)
+            self._server_ids.pop(normalize_url(server.url), None)  # whatever it holds now, it gets the full push
+            self._push_one(server)
             return True
 
     async def revive(self, url: str) -> bool:
@@ -160,7 +211,9 @@ class WeightSync:
     def close(self) -> None:
         """Delete the kept weights (and leave the NCCL group)."""
         with self._lock:
-            self._replace_staged(None)
+            self._replace_staged()
+            self._state = None
+            self._held, self._base_held = {}, {}
             if self.broadcast is not None and hasattr(self.broadcast, "close"):
                 self.broadcast.close()
 
@@ -177,17 +230,73 @@ class WeightSync:
         for server in members:
             self._record(server)
 
-    def _replace_staged(self, staged: StagedWeights | None) -> None:
-        old, self._staged = self._staged, staged
-        if old is not None:
-            old.cleanup()
+    def _new_version(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Drop the last version's payloads and keep `state`; the last version's casts become the deltas' bases."""
+        self._replace_staged()
+        self._state = state
+        self.last = PushStats()
+        self._base_held, self._held = self._held, {}
 
-    def _push_live(self, server: RolloutServer, staged: StagedWeights) -> bool:
+    def _replace_staged(self) -> None:
+        for staged in self._staged.values():
+            staged.cleanup()
+        self._staged = {}
+
+    def _payload(self, server: RolloutServer, kind: str) -> Any:
+        """What `server.update_weights` takes for this version's `kind` of payload (`raw`, `full`, `delta`),
+        staged on first use; None when there is no delta to send (no base, or the server holds another)."""
+        dtype = self._delta_dtype(server)
+        if dtype is None:
+            kind = "raw"
+        key = kind if kind == "raw" else f"{kind}:{dtype}"
+        if key not in self._staged:
+            staged = self._stage(kind, dtype)
+            if staged is None:
+                return None
+            self._staged[key] = staged
+        return self._staged[key].for_server(server)
+
+    def _stage(self, kind: str, dtype: str | None) -> StagedWeights | None:
+        assert self._state is not None
+        routes = {_weights_via(server) for server in self.servers}
+        where = {"file": "file" in routes, "object_store": "object_store" in routes, "folder": self.scratch_dir}
+        if kind == "raw":
+            return StagedWeights(self._state, **where)
+        held = self._cast(dtype)
+        if kind == "full":
+            staged = StagedWeights(held.state, **where, metadata={WEIGHTS_ID_KEY: held.weights_id})
+            self.last.full_bytes += staged.nbytes
+            return staged
+        base = self._base_held.get(dtype)  # type: ignore[arg-type]
+        if base is None:
+            return None
+        versions = {"base_id": base.weights_id, "base_version": base.version, "version": self.version}
+        staged = StagedWeights(encode_delta(held.state, base.state, new_id=held.weights_id, **versions), **where)
+        self.last.delta_bytes += staged.nbytes
+        return staged
+
+    def _cast(self, dtype: str) -> HeldWeights:
+        """This version cast to `dtype` (once), under a new weights id: what the servers of that dtype get."""
+        if dtype not in self._held:
+            assert self._state is not None
+            cast = cast_state(self._state, getattr(torch, dtype))
+            self._held[dtype] = HeldWeights(dtype, uuid.uuid4().hex, self.version, cast)
+        return self._held[dtype]
+
+    def _delta_dtype(self, server: RolloutServer) -> str | None:
+        """The dtype a server takes deltas in (asked once), None when it takes none (or deltas are off)."""
+        key = normalize_url(server.url)
+        if key not in self._dtypes:
+            ask = getattr(server, "weights_dtype", None) if self.delta else None
+            self._dtypes[key] = ask() if ask is not None else None
+        return self._dtypes[key]
+
+    def _push_live(self, server: RolloutServer) -> bool:
         """Push to one server unless the router knows it is dead; a server that cannot be reached is marked so."""
         if self.router is not None and normalize_url(server.url) in self.router.dead:
             return False
         try:
-            self._push_one(server, staged)
+            self._push_one(server)
         except WeightSyncError as exc:
             if self.router is None or not isinstance(exc.__cause__, _UNREACHABLE):
                 raise
@@ -196,14 +305,33 @@ class WeightSync:
             return False
         return True
 
-    def _push_one(self, server: RolloutServer, staged: StagedWeights) -> None:
-        weights = staged.for_server(server)
+    def _push_one(self, server: RolloutServer) -> None:
+        """A delta where the server holds its base, else (or when it refuses the delta) the full weights."""
+        dtype = self._delta_dtype(server)
+        base = self._base_held.get(dtype) if dtype is not None else None
+        key = normalize_url(server.url)
+        if base is not None and self._server_ids.get(key) == base.weights_id:
+            try:
+                self._update(server, self._payload(server, "delta"))
+                self.last.delta_servers += 1
+                return
+            except WeightSyncError as exc:
+                if not isinstance(exc.__cause__, DeltaBaseMismatchError):
+                    raise
+                logger.info("%s; pushing the full weights", exc.__cause__)
+        self._update(server, self._payload(server, "full"))
+        self.last.full_servers += 1
+
+    def _update(self, server: RolloutServer, weights: Any) -> None:
         try:
             server.update_weights(weights, self.version, in_flight=self.in_flight, timeout=self.timeout)
         except Exception as exc:  # each backend fails its own way (HTTP, OS, Ray); all are this server's failure
             raise WeightSyncError(
                 f"weight update of the {server.backend} server at {server.url} failed: {exc}"
             ) from exc
+        dtype = self._delta_dtype(server)
+        if dtype is not None:
+            self._server_ids[normalize_url(server.url)] = self._held[dtype].weights_id
         self._record(server)
 
     def _record(self, server: RolloutServer) -> None:

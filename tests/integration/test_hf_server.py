@@ -163,7 +163,7 @@ def test_weight_update_changes_output_and_restores_exactly(
     assert changed["token_ids"] != before["token_ids"][:20]
 
     start = time.perf_counter()
-    restored = push_weights(server.url, version + 2, state=model.state_dict())
+    restored = push_weights(server.url, version + 2, state=model.state_dict())["policy_version"]
     print(f"weight update from bytes: {time.perf_counter() - start:.2f}s")
     assert restored == version + 2
     after = complete(server, prompt_ids).json()

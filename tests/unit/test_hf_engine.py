@@ -319,7 +319,8 @@ async def test_http_completions_and_chat(http: httpx.AsyncClient, engine: HFEngi
     )
     assert choice["message"]["role"] == "assistant" and len(choice["token_ids"]) == 5
     assert data["policy_version"] == engine.policy_version
-    assert (await http.get("/v1/weights/version")).json() == {"policy_version": engine.policy_version}
+    served = (await http.get("/v1/weights/version")).json()
+    assert served == {"policy_version": engine.policy_version, "weights_id": engine.weights_id, "dtype": "float32"}
     assert (await http.get("/v1/models")).json()["data"][0]["id"] == "tiny"
 
 

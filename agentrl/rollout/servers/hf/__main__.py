@@ -8,6 +8,7 @@ import os
 import sys
 
 from agentrl.errors import UserError
+from agentrl.rollout.servers.hf.push import WEIGHTS_TOKEN_ENV, is_loopback
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,8 +63,17 @@ def main(argv: list[str] | None = None) -> None:
         max_prefill_tokens=args.max_prefill_tokens,
         policy_version=args.policy_version,
     )
+    token = os.environ.get(WEIGHTS_TOKEN_ENV) or None
+    if token is None and not is_loopback(args.host):
+        print(
+            f"error: --host {args.host} lets other hosts reach this server, and so push weights into it: set "
+            f"{WEIGHTS_TOKEN_ENV} to a secret in its environment and the trainer's (it sends it), or serve on "
+            "127.0.0.1",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     engine = HFEngine(load_model(path, args.dtype, args.device), load_tokenizer(path), config)
-    app = create_app(engine, args.served_model_name or args.model)
+    app = create_app(engine, args.served_model_name or args.model, weights_token=token)
     uvicorn.run(
         app, host=args.host, port=args.port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5
     )

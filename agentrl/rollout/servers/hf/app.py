@@ -26,7 +26,8 @@ from agentrl.rollout.servers.hf.request import (
 from agentrl.rollout.servers.hf.responses import chat_response, completion_response
 from agentrl.rollout.servers.hf.schemas import AbortRequest, ChatCompletionRequest, HFCompletionRequest, PathProbe
 from agentrl.rollout.servers.hf.streaming import completion_events
-from agentrl.rollout.servers.hf.weights import WeightUpdateError, read_state_dict
+from agentrl.rollout.servers.hf.weights import WeightUpdateError, payload_weights_id, read_state_dict
+from agentrl.weight_delta import DeltaBaseMismatchError, DeltaError
 
 DISCONNECT_POLL_S = 0.5
 
@@ -48,8 +49,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _invalid_params(_: Request, exc: ValidationError) -> JSONResponse:
         return _error(f"invalid request: {exc.errors(include_url=False)}", 400)
 
+    @app.exception_handler(DeltaBaseMismatchError)
+    async def _stale_base(_: Request, exc: DeltaBaseMismatchError) -> JSONResponse:
+        return _error(str(exc), 409, "DeltaBaseMismatch")
+
     @app.exception_handler(RequestError)
     @app.exception_handler(WeightUpdateError)
+    @app.exception_handler(DeltaError)
     async def _bad_request(_: Request, exc: ValueError) -> JSONResponse:
         return _error(str(exc), 400)
 
@@ -93,8 +99,9 @@ def _check_supported(body: HFCompletionRequest | ChatCompletionRequest) -> None:
         raise RequestError("The hf server returns one choice per request (n=1); send n separate requests.")
 
 
-def create_app(engine: HFEngine, model_name: str) -> FastAPI:
-    """The HTTP app around a (possibly not yet started) engine; the engine starts and stops with the app."""
+def create_app(engine: HFEngine, model_name: str, weights_token: str | None = None) -> FastAPI:
+    """The HTTP app around a (possibly not yet started) engine; the engine starts and stops with the app. With
+    `weights_token`, the routes that load weights require `Authorization: Bearer <weights_token>`."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -180,10 +187,19 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
         ids = body.request_id if isinstance(body.request_id, list) else [body.request_id]
         return {"aborted": sum(engine.abort(rid) for rid in ids)}
 
+    def authorize(request: Request) -> None:
+        if weights_token is not None and request.headers.get("authorization") != f"Bearer {weights_token}":
+            raise HTTPException(
+                401,
+                "this server takes weights only with its token: send `Authorization: Bearer <token>` "
+                "(the trainer sends AGENTRL_WEIGHTS_TOKEN from its environment)",
+            )
+
     @app.post("/v1/weights/probe")
-    async def probe_weights_path(body: PathProbe) -> dict[str, Any]:
+    async def probe_weights_path(body: PathProbe, request: Request) -> dict[str, Any]:
         """Whether this server reads the client's file at `path` with content `token` (a shared filesystem), so
         that weights can go by path instead of being uploaded."""
+        authorize(request)
         try:
             readable = Path(body.path).read_text() == body.token
         except (OSError, UnicodeDecodeError):
@@ -194,25 +210,44 @@ def create_app(engine: HFEngine, model_name: str) -> FastAPI:
     async def weights_version(adapter: str | None = None) -> dict[str, Any]:
         """The version the base model serves, or LoRA `adapter`'s (404 when it is not loaded)."""
         if adapter is None:
-            return {"policy_version": engine.policy_version}
+            return {
+                "policy_version": engine.policy_version,
+                "weights_id": engine.weights_id,
+                "dtype": engine.weights_dtype,
+            }
         versions = engine.adapter_versions
         if adapter not in versions:
             raise HTTPException(404, f"adapter {adapter!r} is not loaded; loaded: {sorted(versions)}")
         return {"policy_version": versions[adapter], "adapter": adapter}
 
+    @app.get("/v1/weights/digest")
+    async def weights_digest() -> dict[str, Any]:
+        """A hash of the base model's weights (`agentrl.weight_delta.weights_digest`), their version and id."""
+        digest = await asyncio.to_thread(engine.weights_digest)
+        return {"digest": digest, "policy_version": engine.policy_version, "weights_id": engine.weights_id}
+
     @app.post("/v1/weights")
     async def update_weights(request: Request) -> dict[str, Any]:
+        authorize(request)
         start = time.perf_counter()
         if request.headers.get("content-type", "").startswith("application/octet-stream"):
             req = _weight_headers(request)
-            state = await asyncio.to_thread(read_state_dict, data=await request.body())
+            data = await request.body()
+            state = await asyncio.to_thread(read_state_dict, data=data)
+            named = payload_weights_id(data=data)
         else:
             req = WeightUpdateRequest.model_validate(await _json_body(request))
             state = await asyncio.to_thread(read_state_dict, path=req.path)
+            named = payload_weights_id(path=req.path)
+        req.weights_id = req.weights_id or named
         new_version = await engine.update_weights(
-            state, req.version, req.in_flight, adapter=req.adapter, lora_alpha=req.lora_alpha
+            state, req.version, req.in_flight, adapter=req.adapter, lora_alpha=req.lora_alpha, weights_id=req.weights_id
         )
-        return {"policy_version": new_version, "seconds": round(time.perf_counter() - start, 4)}
+        return {
+            "policy_version": new_version,
+            "weights_id": engine.weights_id,
+            "seconds": round(time.perf_counter() - start, 4),
+        }
 
     return app
 
@@ -222,11 +257,12 @@ class _RawWeightUpdate(BaseModel):
     in_flight: Literal["finish", "abort"] = "finish"
     adapter: str | None = None
     lora_alpha: float = Field(16.0, gt=0)
+    weights_id: str | None = None
 
 
 def _weight_headers(request: Request) -> _RawWeightUpdate:
-    """A raw weight upload's `X-Policy-Version` (optional int), `X-In-Flight` (finish | abort), and for a LoRA
-    adapter `X-Adapter` and `X-Lora-Alpha`."""
+    """A raw weight upload's `X-Policy-Version` (optional int), `X-In-Flight` (finish | abort), `X-Weights-Id`,
+    and for a LoRA adapter `X-Adapter` and `X-Lora-Alpha`."""
     fields = {field: request.headers.get(header) for field, header in _WEIGHT_HEADERS.items()}
     try:
         return _RawWeightUpdate.model_validate({k: v for k, v in fields.items() if v})
@@ -242,6 +278,7 @@ _WEIGHT_HEADERS = {
     "in_flight": "X-In-Flight",
     "adapter": "X-Adapter",
     "lora_alpha": "X-Lora-Alpha",
+    "weights_id": "X-Weights-Id",
 }
 
 

@@ -24,7 +24,8 @@ from agentrl.rollout.servers.hf.core import EngineCore
 from agentrl.rollout.servers.hf.loading import eos_token_ids, load_model, load_tokenizer
 from agentrl.rollout.servers.hf.request import GenerationOutput, GenRequest, RequestError, TopLogprobs
 from agentrl.rollout.servers.hf.scheduler import Scheduler, WeightJob
-from agentrl.rollout.servers.hf.weights import StateDict, validate_state_dict
+from agentrl.rollout.servers.hf.weights import Weights, WeightUpdateError, base_state, validate_state_dict
+from agentrl.weight_delta import WeightDelta, weights_digest
 
 StreamedToken = tuple[int, float, TopLogprobs | None]
 """One sampled token: its id, its logprob and the top alternatives (when asked for)."""
@@ -66,6 +67,21 @@ class HFEngine:
     def policy_version(self) -> int:
         """Version of the weights currently loaded."""
         return self.scheduler.version
+
+    @property
+    def weights_id(self) -> str:
+        """The id of the weights loaded, which a delta must name as its base."""
+        return self.scheduler.weights_id
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype the model's weights are held in (`bfloat16`, `float32`...): a delta is in it."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
+    def weights_digest(self) -> str:
+        """A hash of the base model's weights (`agentrl.weight_delta.weights_digest`), never of half an update."""
+        with self.scheduler.weights_lock:
+            return weights_digest(base_state(self.model))
 
     @property
     def adapter_versions(self) -> dict[str, int]:
@@ -209,24 +225,29 @@ class HFEngine:
 
     async def update_weights(
         self,
-        state: StateDict,
+        state: Weights,
         version: int | None = None,
         in_flight: Literal["finish", "abort"] = "finish",
         adapter: str | None = None,
         lora_alpha: float = 16.0,
+        weights_id: str | None = None,
     ) -> int:
         """Load `state` in place once the in-flight requests it changes finish (or are aborted); return the new
         version. With `adapter`, `state` is that LoRA adapter's tensors (created by its first update) and the
-        version is the adapter's own.
+        version is the adapter's own. `state` may be a `WeightDelta` on top of the weights held (its own version
+        and id; `DeltaBaseMismatchError` when the server holds other weights); `weights_id` names a full state.
 
         New requests wait while the update is pending. `version=None` bumps the current version by one.
         """
-        if adapter is None:
+        if isinstance(state, WeightDelta):
+            if adapter is not None:
+                raise WeightUpdateError("a LoRA adapter is pushed whole (its tensors are small); send no delta")
+        elif adapter is None:
             validate_state_dict(self.model, state)
         else:
             adapter_pairs(state)
         fut, on_done = _threadsafe_future()
-        job = WeightJob(state, version, in_flight == "abort", on_done, adapter=adapter, lora_alpha=lora_alpha)
+        job = WeightJob(state, version, in_flight == "abort", on_done, adapter, lora_alpha, weights_id)
         self.scheduler.submit_weights(job)
         return await fut
 

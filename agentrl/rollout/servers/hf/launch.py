@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -13,6 +14,7 @@ from typing import IO
 
 import httpx
 
+from agentrl.rollout.servers.hf.push import WEIGHTS_TOKEN_ENV, is_loopback
 from agentrl.rollout.servers.process import free_port
 
 
@@ -25,6 +27,8 @@ class HFServerHandle:
     port: int
     log_path: Path
     _log: IO[bytes] | None = field(default=None, repr=False)
+    weights_token: str | None = field(default=None, repr=False)
+    """The token the server takes weights with (set when it listens beyond this machine)."""
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -72,8 +76,10 @@ def launch_hf_server(
 ) -> HFServerHandle:
     """Start `python -m agentrl.rollout.servers.hf` and return once `/health` answers 200.
 
-    `port=None` picks a free port. The server's output goes to `log_path` (a temp file by default). Raises
-    `RuntimeError` with the log tail if the process exits or does not become healthy in `startup_timeout`.
+    `port=None` picks a free port. A server on a `host` other hosts can reach takes weights only with a token
+    (AGENTRL_WEIGHTS_TOKEN, else a new one, kept on the handle). The server's output goes to `log_path` (a temp
+    file by default). Raises `RuntimeError` with the log tail if the process exits or does not become healthy in
+    `startup_timeout`.
     """
     port = port or free_port(host)
     cmd = [sys.executable, "-m", "agentrl.rollout.servers.hf", "--model", model, "--host", host]
@@ -86,8 +92,11 @@ def launch_hf_server(
     path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="agentrl-hf-", suffix=".log")[1])
     log = path.open("wb")
     proc_env = {"HF_HUB_OFFLINE": "1", **os.environ, **(env or {})}
+    token = proc_env.get(WEIGHTS_TOKEN_ENV) or None
+    if token is None and not is_loopback(host):  # reachable from other hosts: weights only with a secret
+        token = proc_env[WEIGHTS_TOKEN_ENV] = secrets.token_hex(16)
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=proc_env)
-    handle = HFServerHandle(process, f"http://{host}:{port}", port, path, log)
+    handle = HFServerHandle(process, f"http://{host}:{port}", port, path, log, weights_token=token)
     try:
         _wait_healthy(handle, startup_timeout)
     except BaseException:

@@ -7,8 +7,9 @@ on every partial send, which turns one 500 MB body into minutes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 import torch
@@ -16,6 +17,26 @@ import torch
 from agentrl.weights_io import state_dict_bytes
 
 CHUNK = 1 << 20
+WEIGHTS_TOKEN_ENV = "AGENTRL_WEIGHTS_TOKEN"
+"""The secret an `hf` server reachable from other hosts takes weights with; the trainer sends its own."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to `host` is reachable from this machine only."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def weights_headers(token: str | None) -> dict[str, str]:
+    """The `Authorization` header for a server's weight routes (`token`, else AGENTRL_WEIGHTS_TOKEN), if any."""
+    token = token or os.environ.get(WEIGHTS_TOKEN_ENV)
+    return {"authorization": f"Bearer {token}"} if token else {}
 
 
 def _chunks(data: bytes, size: int = CHUNK) -> Iterator[bytes]:
@@ -34,27 +55,36 @@ def push_weights(
     timeout: float = 300.0,
     adapter: str | None = None,
     lora_alpha: float = 16.0,
-) -> int:
-    """Load weights `version` into the server at `url` from a safetensors `path` or a `state` dict / bytes; with
-    `adapter`, they are that LoRA adapter's tensors (`agentrl.rollout.servers.hf.adapters`).
+    weights_id: str | None = None,
+    token: str | None = None,
+) -> dict[str, Any]:
+    """Load weights `version` into the server at `url` from a safetensors `path` or a `state` dict / bytes (or a
+    delta, `agentrl.weight_delta`, which carries its own version and id); with `adapter`, they are that LoRA
+    adapter's tensors (`agentrl.rollout.servers.hf.adapters`). `weights_id` names a full state's weights; `token`
+    is the server's weights token (default: AGENTRL_WEIGHTS_TOKEN).
 
-    Returns the version the server (or the adapter) now serves; raises `httpx.HTTPStatusError` when it refuses.
+    Returns the server's answer (`policy_version`: what the server or the adapter now serves, `weights_id`);
+    raises `httpx.HTTPStatusError` when it refuses (409: a delta on top of weights the server does not hold).
     """
     if (path is None) == (state is None):
         raise ValueError("push_weights needs exactly one of `path` or `state`")
     lora = {"adapter": adapter, "lora_alpha": lora_alpha} if adapter else {}
+    named = {"weights_id": weights_id} if weights_id else {}
+    auth = weights_headers(token)
     if path is not None:
-        body = {"path": path, "version": version, "in_flight": in_flight, **lora}
-        response = httpx.post(f"{url}/v1/weights", json=body, timeout=timeout)
+        body = {"path": path, "version": version, "in_flight": in_flight, **lora, **named}
+        response = httpx.post(f"{url}/v1/weights", json=body, headers=auth, timeout=timeout)
     else:
         data = state if isinstance(state, bytes) else state_dict_bytes(state)  # type: ignore[arg-type]
         headers = {
+            **auth,
             "content-type": "application/octet-stream",
             "content-length": str(len(data)),
             "x-in-flight": in_flight,
             "x-policy-version": str(version),
             **({"x-adapter": adapter, "x-lora-alpha": str(lora_alpha)} if adapter else {}),
+            **({"x-weights-id": weights_id} if weights_id else {}),
         }
         response = httpx.post(f"{url}/v1/weights", content=_chunks(data), headers=headers, timeout=timeout)
     response.raise_for_status()
-    return int(response.json()["policy_version"])
+    return response.json()

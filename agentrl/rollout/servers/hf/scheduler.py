@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ import torch
 
 from agentrl.rollout.servers.hf.core import EngineCore
 from agentrl.rollout.servers.hf.request import EngineShutdownError, GenRequest
-from agentrl.rollout.servers.hf.weights import StateDict, load_into
+from agentrl.rollout.servers.hf.weights import Weights, base_state, load_into
+from agentrl.weight_delta import WeightDelta, apply_delta, check_delta
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +31,19 @@ log = logging.getLogger(__name__)
 class WeightJob:
     """A pending weight update; `on_done` gets the new version or an exception."""
 
-    state: StateDict
+    state: Weights
     version: int | None
     abort_in_flight: bool
     on_done: Callable[[Any], None]
     adapter: str | None = None
     """The LoRA adapter these weights are (None: the full model)."""
     lora_alpha: float = 16.0
+    weights_id: str | None = None
+    """The id a full update gives the weights (a delta carries its own); None: a new one."""
+
+
+def new_weights_id() -> str:
+    return uuid.uuid4().hex
 
 
 class Scheduler:
@@ -47,6 +55,10 @@ class Scheduler:
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
         self.version = version
+        self.weights_id = new_weights_id()
+        """The id of the weights held: a delta applies only on top of the weights it names."""
+        self.weights_lock = threading.Lock()
+        """Held while weights change, so that a reader of all of them (`digest`) never sees half an update."""
         self.waiting: deque[GenRequest] = deque()
         self.weight_jobs: deque[WeightJob] = deque()
         self._cv = threading.Condition()
@@ -166,13 +178,25 @@ class Scheduler:
     def _load(self, job: WeightJob) -> int:
         """Load a job's weights; the version it now serves."""
         if job.adapter is None:
-            load_into(self.core.model, job.state)
-            self.version = job.version if job.version is not None else self.version + 1
+            with self.weights_lock:
+                self._load_base(job)
             return self.version
         adapters = self.core.adapters
         version = job.version if job.version is not None else adapters.versions.get(job.adapter, 0) + 1
         adapters.load(job.adapter, job.state, job.lora_alpha, version)
         return version
+
+    def _load_base(self, job: WeightJob) -> None:
+        """Load a full state or apply a delta (refused unless it is on top of the weights held)."""
+        if isinstance(job.state, WeightDelta):
+            target = base_state(self.core.model)
+            check_delta(job.state, target, self.weights_id)
+            apply_delta(job.state, target)
+            self.version, self.weights_id = job.state.version, job.state.new_id
+            return
+        load_into(self.core.model, job.state)
+        self.version = job.version if job.version is not None else self.version + 1
+        self.weights_id = job.weights_id or new_weights_id()
 
     def version_of(self, adapter: str | None) -> int:
         """The version the base model (None) or an adapter serves."""

@@ -8,31 +8,64 @@ adapters are loaded (`agentrl.rollout.servers.hf.adapters`): a full update repla
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
+from pathlib import Path
 
 import torch
 from safetensors.torch import load as load_bytes
 from safetensors.torch import load_file
 
+from agentrl.weight_delta import (
+    WEIGHTS_ID_KEY,
+    DeltaError,
+    WeightDelta,
+    decode_delta,
+    is_delta,
+    safetensors_metadata,
+)
 from agentrl.weights_io import tied_aliases
 
 StateDict = Mapping[str, torch.Tensor]
+Weights = StateDict | WeightDelta
+"""What a weight update carries: a full state dict or a delta."""
 
 
 class WeightUpdateError(ValueError):
     """A state dict that does not fit the model (missing/unexpected names, wrong shapes, unreadable file)."""
 
 
-def read_state_dict(path: str | None = None, data: bytes | None = None) -> dict[str, torch.Tensor]:
-    """Read a safetensors state dict from a file path or from raw bytes (exactly one of them)."""
+def read_state_dict(path: str | None = None, data: bytes | None = None) -> dict[str, torch.Tensor] | WeightDelta:
+    """Read a safetensors state dict, or a delta (`agentrl.weight_delta`), from a file path or from raw bytes
+    (exactly one of them)."""
     try:
         if path is not None:
-            return load_file(path)
+            with open(path, "rb") as file:
+                delta = is_delta(file.read(4))
+            return decode_delta(Path(path).read_bytes()) if delta else load_file(path)
         if data is not None:
-            return load_bytes(data)
+            return decode_delta(data) if is_delta(data) else load_bytes(data)
+    except DeltaError as exc:
+        raise WeightUpdateError(str(exc)) from exc
     except Exception as exc:  # safetensors raises its own SafetensorError besides OSError
         raise WeightUpdateError(f"cannot read safetensors weights: {exc}") from exc
     raise WeightUpdateError("weight update needs a safetensors `path` or a raw safetensors body")
+
+
+def payload_weights_id(path: str | None = None, data: bytes | None = None) -> str | None:
+    """The id a full push's file names its weights with (`agentrl.weight_delta.WEIGHTS_ID_KEY`), if any."""
+    if data is None and path is not None:
+        with open(path, "rb") as file:
+            head = file.read(8)
+            if len(head) < 8 or is_delta(head):
+                return None
+            data = head + file.read(struct.unpack("<Q", head)[0])
+    if data is None or is_delta(data):
+        return None
+    try:
+        return safetensors_metadata(data).get(WEIGHTS_ID_KEY)
+    except (ValueError, struct.error):
+        return None
 
 
 def base_state(model: torch.nn.Module, keep_vars: bool = False) -> dict[str, torch.Tensor]:

@@ -1,0 +1,179 @@
+"""Delta weight pushes: only what changed since the weights a server holds, in the server's dtype, bit for bit.
+
+The trainer keeps the weights it last pushed, cast to the server's dtype (`cast_state`), and sends the next push as
+a delta against them (`encode_delta`): an unchanged tensor is left out; a changed one is sent as the difference of
+its raw bits, `new_bits - old_bits` in the values' own integer width (modular, so adding it back is exact whatever
+it wrapped to). A bf16 element whose bf16 value did not change has a difference of 0, one that moved by a rounding
+step ±1: mostly zero bytes, which zstandard compresses to a few bits per element. Applying it adds the differences
+to the server's bits (`apply_delta`): the result equals the trainer's cast exactly, which `weights_digest` checks on
+both sides.
+
+A delta names the weights it applies to (`base_id`, the id the server got with them, and `base_version`) and the
+id the result gets; a server holding anything else refuses it, and the trainer then pushes in full.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+from agentrl.weights_io import unique_tensors
+
+FORMAT = "agentrl-delta-1"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+class DeltaError(ValueError):
+    """A delta that cannot be applied: another base, other names or sizes."""
+
+
+class DeltaBaseMismatchError(DeltaError):
+    """The server does not hold the weights the delta was computed against: it needs a full push."""
+
+
+@dataclass
+class WeightDelta:
+    """A decoded delta: the weights it applies to, the id and version they become, and what changed."""
+
+    base_id: str
+    base_version: int
+    new_id: str
+    version: int
+    diff: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Per changed tensor, `new_bits - old_bits`, flat, in the integer type of the values' width."""
+
+
+def cast_state(state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The state's unique tensors (tied aliases left out) cast to `dtype`, on CPU, each its own copy."""
+    return {
+        name: tensor.to(dtype) if tensor.is_floating_point() and tensor.dtype != dtype else tensor.clone()
+        for name, tensor in unique_tensors(state).items()
+    }
+
+
+def encode_delta(
+    new: Mapping[str, torch.Tensor],
+    old: Mapping[str, torch.Tensor],
+    *,
+    base_id: str,
+    base_version: int,
+    new_id: str,
+    version: int,
+    level: int = 3,
+) -> bytes:
+    """The compressed delta that turns `old` into `new` (both from `cast_state`, the same names and shapes)."""
+    if set(new) != set(old):
+        raise DeltaError(f"a delta needs the same tensors on both sides; differ: {sorted(set(new) ^ set(old))[:5]}")
+    tensors: dict[str, torch.Tensor] = {}
+    for name, tensor in new.items():
+        tensors.update(_encode_tensor(name, tensor, old[name]))
+    meta = {"format": FORMAT, "base_id": base_id, "base_version": base_version, "new_id": new_id, "version": version}
+    return _compress(_safetensors_bytes(tensors, meta), level)
+
+
+def is_delta(data: bytes) -> bool:
+    """Whether a weights payload is a delta (a zstandard frame) rather than a plain safetensors file."""
+    return data[:4] == ZSTD_MAGIC
+
+
+def decode_delta(data: bytes) -> WeightDelta:
+    """Read a delta made by `encode_delta`."""
+    import zstandard
+    from safetensors.torch import load
+
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=_frame_size(data))
+        meta = safetensors_metadata(raw)
+        tensors = load(raw)
+    except Exception as exc:  # zstandard and safetensors raise their own errors
+        raise DeltaError(f"cannot read the weight delta: {exc}") from exc
+    if meta.get("format") != FORMAT:
+        raise DeltaError(f"not an agentrl weight delta (format {meta.get('format')!r}, expected {FORMAT!r})")
+    delta = WeightDelta(meta["base_id"], int(meta["base_version"]), meta["new_id"], int(meta["version"]))
+    for key, tensor in tensors.items():
+        delta.diff[key.removesuffix("::diff")] = tensor
+    return delta
+
+
+def check_delta(delta: WeightDelta, target: Mapping[str, torch.Tensor], held_id: str) -> None:
+    """Raise unless `delta` applies to `target` (the server's tensors by name) holding the weights `held_id`."""
+    if delta.base_id != held_id:
+        raise DeltaBaseMismatchError(
+            f"this delta applies to weights {delta.base_id} (version {delta.base_version}); the server holds "
+            f"{held_id}: push the full weights"
+        )
+    problems = []
+    for name, diff in delta.diff.items():
+        have = target.get(name)
+        if have is None:
+            problems.append(f"{name}: not a tensor of this model")
+        elif diff.numel() != have.numel() or diff.element_size() != have.element_size() or not have.is_contiguous():
+            problems.append(f"{name}: a {diff.dtype} difference of {diff.numel()} for {have.dtype} {tuple(have.shape)}")
+    if problems:
+        raise DeltaError("the weight delta does not fit this model: " + "; ".join(problems[:5]))
+
+
+@torch.no_grad()
+def apply_delta(delta: WeightDelta, target: Mapping[str, torch.Tensor]) -> None:
+    """Apply `delta` to `target` in place (call `check_delta` first)."""
+    for name, diff in delta.diff.items():
+        _bits(target[name]).view(-1).add_(diff)  # modular integer add: exact
+
+
+def weights_digest(state: Mapping[str, torch.Tensor]) -> str:
+    """A hash of the tensors' names, dtypes, shapes and raw bytes (tied aliases counted once)."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(unique_tensors(state).items()):
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}".encode())
+        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _encode_tensor(name: str, new: torch.Tensor, old: torch.Tensor) -> dict[str, torch.Tensor]:
+    if new.shape != old.shape or new.dtype != old.dtype:
+        raise DeltaError(f"{name}: {new.dtype} {tuple(new.shape)} against {old.dtype} {tuple(old.shape)}")
+    new_bits, old_bits = _bits(new).view(-1), _bits(old).view(-1)
+    if torch.equal(new_bits, old_bits):
+        return {}
+    return {f"{name}::diff": new_bits - old_bits}  # modular: adding it back is exact, whatever it wrapped to
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.view(_BITS[tensor.element_size()])
+
+
+def _safetensors_bytes(tensors: dict[str, torch.Tensor], meta: dict[str, object]) -> bytes:
+    from safetensors.torch import save
+
+    return save({k: v.contiguous() for k, v in tensors.items()}, metadata={k: str(v) for k, v in meta.items()})
+
+
+def safetensors_metadata(raw: bytes) -> dict[str, str]:
+    """The `__metadata__` of a safetensors file's bytes (its header is read, nothing else)."""
+    (size,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8 : 8 + size]).get("__metadata__") or {}
+
+
+WEIGHTS_ID_KEY = "agentrl_weights_id"
+"""The metadata key of a full push's safetensors file that names its weights (a later delta's base)."""
+
+
+def _compress(raw: bytes, level: int) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=level, threads=-1).compress(raw)
+
+
+def _frame_size(data: bytes) -> int:
+    import zstandard
+
+    size = zstandard.frame_content_size(data)
+    return size if size > 0 else 1 << 34

@@ -1,0 +1,193 @@
+"""Delta weight pushes (`agentrl.weight_delta`): bit-exact application, bases, the `hf` engine's side and
+`WeightSync`'s choice between a delta and a full push."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+from agentrl.rollout.servers.hf.app import create_app
+from agentrl.rollout.servers.hf.weights import base_state, payload_weights_id, read_state_dict
+from agentrl.trainer.sync import WeightSync
+from agentrl.weight_delta import (
+    DeltaBaseMismatchError,
+    DeltaError,
+    apply_delta,
+    cast_state,
+    check_delta,
+    decode_delta,
+    encode_delta,
+    is_delta,
+    weights_digest,
+)
+from agentrl.weights_io import unique_tensors
+from tests.unit.test_hf_engine import make_engine, tiny_llama
+
+
+def adam_like_step(state: dict[str, torch.Tensor], lr: float, seed: int) -> dict[str, torch.Tensor]:
+    """Every element moved by `lr` (Adam's first steps), tied aliases left out (they would come untied)."""
+    gen = torch.Generator().manual_seed(seed)
+    return {k: v + lr * torch.sign(torch.randn(v.shape, generator=gen)) for k, v in unique_tensors(state).items()}
+
+
+def fp32_state(seed: int = 0) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    state = {"a": torch.randn(64, 32, generator=gen) * 0.05, "b": torch.randn(300, generator=gen) * 0.05}
+    state["frozen"] = torch.ones(7)
+    state["b"][:5] = torch.tensor([1e-30, -1e-30, 0.0, float("inf"), -0.0])  # sign crossings, specials
+    return state
+
+
+def delta_of(new, old, base_id="base", new_id="new", version=1):
+    return encode_delta(new, old, base_id=base_id, base_version=version - 1, new_id=new_id, version=version)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16])
+def test_delta_turns_the_old_cast_into_the_new_bit_for_bit(dtype: torch.dtype) -> None:
+    old_fp32 = fp32_state()
+    new_fp32 = adam_like_step(old_fp32, 3e-5, seed=1)
+    new_fp32["frozen"] = old_fp32["frozen"].clone()
+    new_fp32["b"][:5] = torch.tensor([-1e-30, 1e-30, -0.0, -float("inf"), 5.0])
+    old, new = cast_state(old_fp32, dtype), cast_state(new_fp32, dtype)
+    blob = delta_of(new, old)
+    assert is_delta(blob)
+    delta = decode_delta(blob)
+    assert (delta.base_id, delta.new_id, delta.version) == ("base", "new", 1)
+    assert "frozen" not in delta.diff, "an unchanged tensor is left out"
+    held = {k: v.clone() for k, v in old.items()}
+    check_delta(delta, held, "base")
+    apply_delta(delta, held)
+    for name in new:
+        assert torch.equal(held[name].view(torch.uint8), new[name].view(torch.uint8)), name
+    assert weights_digest(held) == weights_digest(new) != weights_digest(old)
+
+
+def test_bf16_delta_at_a_training_learning_rate_is_small() -> None:
+    old_fp32 = {"w": torch.randn(512, 512) * 0.03}
+    old = cast_state(old_fp32, torch.bfloat16)
+    new = cast_state(adam_like_step(old_fp32, 2e-5, seed=3), torch.bfloat16)
+    full_bytes = old["w"].numel() * 2
+    assert len(delta_of(new, old)) < 0.25 * full_bytes
+
+
+def test_a_delta_is_refused_on_other_weights_and_checked_before_anything_changes() -> None:
+    old = cast_state(fp32_state(), torch.bfloat16)
+    new = cast_state(adam_like_step(fp32_state(), 1e-3, seed=2), torch.bfloat16)
+    delta = decode_delta(delta_of(new, old))
+    with pytest.raises(DeltaBaseMismatchError, match="push the full weights"):
+        check_delta(delta, old, "another-id")
+    with pytest.raises(DeltaError, match="not a tensor of this model"):
+        check_delta(delta, {k: v for k, v in old.items() if k != "a"}, "base")
+    with pytest.raises(DeltaError, match="difference of"):
+        check_delta(delta, {**old, "a": torch.zeros(10, dtype=torch.bfloat16)}, "base")
+    with pytest.raises(DeltaError, match="same tensors"):
+        delta_of({"a": new["a"]}, old)
+    with pytest.raises(DeltaError, match="cannot read"):
+        decode_delta(b"\x28\xb5\x2f\xfd not a frame")
+
+
+async def test_the_engine_applies_a_delta_on_its_own_weights_only(tokenizer) -> None:
+    engine = make_engine(tokenizer)
+    try:
+        engine.model.to(torch.bfloat16)
+        trainer = tiny_llama(seed=5).state_dict()
+        full = cast_state(trainer, torch.bfloat16)
+        assert await engine.update_weights(full, 1, weights_id="v1") == 1
+        assert engine.weights_id == "v1" and engine.weights_dtype == "bfloat16"
+        stepped = cast_state(adam_like_step(trainer, 3e-5, seed=6), torch.bfloat16)
+        stale = decode_delta(delta_of(stepped, full, base_id="v0", new_id="v2", version=2))
+        with pytest.raises(DeltaBaseMismatchError):
+            await engine.update_weights(stale)
+        assert (engine.policy_version, engine.weights_id) == (1, "v1"), "a refused delta changes nothing"
+        delta = decode_delta(delta_of(stepped, full, base_id="v1", new_id="v2", version=2))
+        assert await engine.update_weights(delta) == 2
+        assert engine.weights_id == "v2"
+        assert engine.weights_digest() == weights_digest(stepped)
+    finally:
+        engine.shutdown()
+
+
+async def test_the_http_app_answers_409_for_a_stale_delta_and_401_without_its_token(tokenizer, tmp_path) -> None:
+    engine = make_engine(tokenizer)
+    app = create_app(engine, "tiny", weights_token="s3cret")
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://hf") as http:
+            state = cast_state(engine.model.state_dict(), torch.float32)
+            delta = delta_of(adam_like_step(state, 1e-3, seed=1), state, base_id="not-held", version=3)
+            headers = {"content-type": "application/octet-stream", "x-policy-version": "3"}
+            assert (await http.post("/v1/weights", content=delta, headers=headers)).status_code == 401
+            answer = await http.post(
+                "/v1/weights", content=delta, headers={**headers, "authorization": "Bearer s3cret"}
+            )
+            assert answer.status_code == 409 and "push the full weights" in answer.json()["error"]["message"]
+            digest = (await http.get("/v1/weights/digest")).json()
+            assert digest["digest"] == weights_digest(base_state(engine.model)) and digest["policy_version"] == 0
+    finally:
+        engine.shutdown()
+
+
+class EngineHandle:
+    """A fake rollout server handle over an in-process `hf` engine: what `HFServer` does over HTTP (the file is
+    read as the server reads it; a refused delta raises `DeltaBaseMismatchError`)."""
+
+    backend = "hf"
+    weights_via = "file"
+
+    def __init__(self, engine, url: str) -> None:
+        self.engine, self.url, self.policy_version, self.payloads = engine, url, 0, []
+
+    def weights_dtype(self) -> str:
+        return self.engine.weights_dtype
+
+    def update_weights(self, weights, version, in_flight="finish", timeout=600.0) -> None:
+        state = read_state_dict(path=weights)
+        self.payloads.append("delta" if is_delta(Path(weights).read_bytes()[:4]) else "full")
+        named = payload_weights_id(path=weights)
+        served = asyncio.run(self.engine.update_weights(state, version, in_flight, weights_id=named))
+        assert served == version
+        self.policy_version = version
+
+
+def test_weight_sync_sends_deltas_and_falls_back_to_full_where_the_server_holds_other_weights(tokenizer) -> None:
+    engines = [make_engine(tokenizer, seed=i) for i in range(2)]
+    try:
+        for engine in engines:
+            engine.model.to(torch.bfloat16)
+        handles = [EngineHandle(e, f"http://s{i}") for i, e in enumerate(engines)]
+        sync = WeightSync(handles)  # type: ignore[arg-type]
+        trainer = tiny_llama(seed=9).state_dict()
+        for version in (1, 2, 3):
+            sync.push(trainer, version=version)
+            for engine in engines:
+                assert engine.weights_digest() == weights_digest(cast_state(trainer, torch.bfloat16))
+            trainer = adam_like_step(trainer, 3e-5, seed=version)
+        assert [h.payloads for h in handles] == [["full", "delta", "delta"]] * 2
+        full_bf16_bytes = sum(t.numel() * 2 for t in cast_state(trainer, torch.bfloat16).values())
+        assert 0 < sync.last.delta_bytes < 0.25 * full_bf16_bytes
+        engines[1].scheduler.weights_id = "restarted"  # holds other weights now (a restart, another trainer)
+        sync.push(trainer, version=4)
+        assert [h.payloads[-1] for h in handles] == ["delta", "full"]
+        assert sync.last.full_servers == 1 and sync.last.delta_servers == 1
+        assert engines[1].weights_digest() == weights_digest(cast_state(trainer, torch.bfloat16))
+        sync.close()
+    finally:
+        for engine in engines:
+            engine.shutdown()
+
+
+def test_weight_sync_without_deltas_pushes_the_trainers_state_as_it_is(tokenizer) -> None:
+    engine = make_engine(tokenizer)
+    try:
+        handle = EngineHandle(engine, "http://s0")
+        sync = WeightSync([handle], delta=False)  # type: ignore[arg-type]
+        trainer = tiny_llama(seed=9).state_dict()
+        sync.push(trainer, version=1)
+        sync.push(adam_like_step(trainer, 1e-3, seed=1), version=2)
+        assert handle.payloads == ["full", "full"] and engine.policy_version == 2
+        sync.close()
+    finally:
+        engine.shutdown()
