@@ -11,7 +11,8 @@ Metric names follow one convention, checked by `metric_name_ok`: a namespace, a 
   `rollout/stop_reason/<reason>` (fraction of trajectories);
 - `reward/…` one series per reward component: `reward/<component>` (mean score);
 - `train/…` the policy update: `train/loss`, `train/grad_norm`, `train/kl`, `train/entropy`, `train/lr`;
-- `perf/…` where the time went: `perf/rollout_s`, `perf/reward_s`, `perf/train_s`, `perf/weight_sync_s`;
+- `perf/…` where the time went: `perf/rollout_s`, `perf/reward_s`, `perf/train_s`, `perf/weight_sync_s` (and what
+  the push moved: `perf/weight_sync_bytes`, `perf/weight_sync_{delta,full}_servers`);
 - `eval/…` held-out data: `eval/reward_mean`, `eval/success_rate`.
 """
 

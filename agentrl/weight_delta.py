@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -74,7 +75,7 @@ def encode_delta(
     for name, tensor in new.items():
         tensors.update(_encode_tensor(name, tensor, old[name]))
     meta = {"format": FORMAT, "base_id": base_id, "base_version": base_version, "new_id": new_id, "version": version}
-    return _compress(_safetensors_bytes(tensors, meta), level)
+    return _compress_safetensors(tensors, {k: str(v) for k, v in meta.items()}, level)
 
 
 def is_delta(data: bytes) -> bool:
@@ -85,13 +86,12 @@ def is_delta(data: bytes) -> bool:
 def decode_delta(data: bytes) -> WeightDelta:
     """Read a delta made by `encode_delta`."""
     import zstandard
-    from safetensors.torch import load
 
     try:
-        raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=_frame_size(data))
+        raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
         meta = safetensors_metadata(raw)
-        tensors = load(raw)
-    except Exception as exc:  # zstandard and safetensors raise their own errors
+        tensors = _tensors_of(raw)
+    except Exception as exc:  # zstandard raises its own errors, a bad header any of several
         raise DeltaError(f"cannot read the weight delta: {exc}") from exc
     if meta.get("format") != FORMAT:
         raise DeltaError(f"not an agentrl weight delta (format {meta.get('format')!r}, expected {FORMAT!r})")
@@ -150,10 +150,47 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.view(_BITS[tensor.element_size()])
 
 
-def _safetensors_bytes(tensors: dict[str, torch.Tensor], meta: dict[str, object]) -> bytes:
-    from safetensors.torch import save
+_ST_DTYPES = {torch.uint8: "U8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64"}
 
-    return save({k: v.contiguous() for k, v in tensors.items()}, metadata={k: str(v) for k, v in meta.items()})
+
+def _compress_safetensors(tensors: dict[str, torch.Tensor], meta: dict[str, str], level: int) -> bytes:
+    """The safetensors file of `tensors` (flat integer tensors), compressed as it is written: the tensors' memory
+    goes to the compressor as it is, with no uncompressed copy of the file."""
+    import zstandard
+
+    header: dict[str, object] = {"__metadata__": meta}
+    offset = 0
+    for name, tensor in tensors.items():
+        span = [offset, offset + tensor.nbytes]
+        header[name] = {"dtype": _ST_DTYPES[tensor.dtype], "shape": [tensor.numel()], "data_offsets": span}
+        offset += tensor.nbytes
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    compressor = zstandard.ZstdCompressor(level=level, threads=-1).compressobj(size=8 + len(head) + offset)
+    parts = [compressor.compress(struct.pack("<Q", len(head)) + head)]
+    parts += [compressor.compress(tensor.contiguous().view(torch.uint8).numpy().data) for tensor in tensors.values()]
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+def _tensors_of(raw: bytes) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file made by `_compress_safetensors`, as views of `raw` (no copy)."""
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + size])
+    by_name = {v: k for k, v in _ST_DTYPES.items()}
+    buffer = memoryview(raw)[8 + size :]
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = entry["data_offsets"]
+        dtype = by_name[entry["dtype"]]
+        if end > len(buffer) or start >= end:
+            raise ValueError(f"{name}: its bytes {start}-{end} are not in the data ({len(buffer)} bytes)")
+        with warnings.catch_warnings():  # read only: torch warns that `raw` (bytes) is not writable
+            warnings.simplefilter("ignore", UserWarning)
+            out[name] = torch.frombuffer(buffer[start:end], dtype=torch.uint8).view(dtype)
+    return out
 
 
 def safetensors_metadata(raw: bytes) -> dict[str, str]:
@@ -164,16 +201,3 @@ def safetensors_metadata(raw: bytes) -> dict[str, str]:
 
 WEIGHTS_ID_KEY = "agentrl_weights_id"
 """The metadata key of a full push's safetensors file that names its weights (a later delta's base)."""
-
-
-def _compress(raw: bytes, level: int) -> bytes:
-    import zstandard
-
-    return zstandard.ZstdCompressor(level=level, threads=-1).compress(raw)
-
-
-def _frame_size(data: bytes) -> int:
-    import zstandard
-
-    size = zstandard.frame_content_size(data)
-    return size if size > 0 else 1 << 34

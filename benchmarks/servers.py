@@ -27,13 +27,17 @@ def _say(message: str) -> None:
 
 @contextmanager
 def hf_server(
-    model_path: str, max_model_len: int = 512, extra_args: Sequence[str] = (), log: Log = _say
+    model_path: str,
+    max_model_len: int = 512,
+    extra_args: Sequence[str] = (),
+    log: Log = _say,
+    dtype: str = "float32",
 ) -> Iterator[HFServer]:
     """The built-in server on this machine (`extra_args`: more of its flags, e.g. `--num-threads 1`)."""
     from agentrl.rollout.servers.hf.launch import launch_hf_server
 
     started = time.perf_counter()
-    process = launch_hf_server(model_path, max_model_len=max_model_len, extra_args=list(extra_args))
+    process = launch_hf_server(model_path, max_model_len=max_model_len, extra_args=list(extra_args), dtype=dtype)
     try:
         log(f"hf server up at {process.url} in {time.perf_counter() - started:.0f} s")
         yield HFServer(process.url, model_path=model_path, process=process)
@@ -64,9 +68,19 @@ def vllm_server(model_path: str, max_model_len: int = 512, log: Log = _say) -> I
 
 @contextmanager
 def hf_server_in_docker(
-    model_path: str, max_model_len: int = 512, labels: Mapping[str, str] | None = None, log: Log = _say
+    model_path: str,
+    max_model_len: int = 512,
+    labels: Mapping[str, str] | None = None,
+    log: Log = _say,
+    dtype: str = "float32",
+    network: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[HFServer]:
-    """The built-in server in its own container (own `/dev/shm`), reached on a published localhost port."""
+    """The built-in server in its own container (own `/dev/shm`), reached on a published localhost port (or, on
+    a Docker `network`, at its address there); it listens beyond its container, so it takes weights with a token
+    (the handle holds it)."""
+    import secrets
+
     import docker
 
     from agentrl.rollout.servers.process import free_port, wait_for_health
@@ -75,17 +89,28 @@ def hf_server_in_docker(
     port = free_port()
     mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in (Path(sys.base_prefix).resolve(), REPO, Path(model_path))}
     command = [str(REPO / ".venv" / "bin" / "python"), "-m", "agentrl.rollout.servers.hf", "--model", model_path]
-    command += ["--host", "0.0.0.0", "--port", "8000", "--max-model-len", str(max_model_len)]
+    command += ["--host", "0.0.0.0", "--port", "8000", "--max-model-len", str(max_model_len), "--dtype", dtype]
+    token = secrets.token_hex(16)
     container = docker.from_env().containers.run(
         BASE_IMAGE,
         command,
         detach=True,
         ports={"8000/tcp": ("127.0.0.1", port)},
         volumes=mounts,
-        environment={"HF_HUB_OFFLINE": "1", "HF_HOME": "/tmp/hf", "OMP_WAIT_POLICY": "PASSIVE"},
+        environment={
+            "HF_HUB_OFFLINE": "1",
+            "HF_HOME": "/tmp/hf",
+            "OMP_WAIT_POLICY": "PASSIVE",
+            "AGENTRL_WEIGHTS_TOKEN": token,
+            **(env or {}),
+        },
         labels=dict(labels or {}),
+        **({"network": network} if network else {}),
     )
     url = f"http://127.0.0.1:{port}"
+    if network:  # reached at its address on that network (which a test can cut it off from)
+        container.reload()
+        url = f"http://{container.attrs['NetworkSettings']['Networks'][network]['IPAddress']}:8000"
     started = time.perf_counter()
     try:
         try:
@@ -94,7 +119,9 @@ def hf_server_in_docker(
             log(container.logs()[-4000:].decode(errors="replace"))
             raise
         log(f"hf server in container {container.short_id} up at {url} in {time.perf_counter() - started:.0f} s")
-        yield HFServer(url, model_path=model_path)
+        server = HFServer(url, model_path=model_path, token=token)
+        server.container = container  # type: ignore[attr-defined]  # for fault tests that cut its network
+        yield server
     finally:
         container.remove(force=True)
 

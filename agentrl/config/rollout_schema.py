@@ -164,6 +164,12 @@ class RolloutConfig(_Section):
         description="pushes to hf servers carry only what changed since the weights each holds, in its dtype, bit for "
         "bit (agentrl.weight_delta; a full push where it holds other weights); false: the full weights every push",
     )
+    weight_push_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="deadline of one server's weight push; a server past it is routed around and caught up when it "
+        "answers again. None: derived from the run's own pushes (5x the slowest so far, at least 30 s; first 600 s)",
+    )
     weight_transfer: Literal["file", "nccl"] = Field(
         "file",
         description="how vLLM/SGLang servers get weights: a safetensors file they load, or an NCCL broadcast from the "

@@ -27,6 +27,10 @@ class RayServerError(InfrastructureError):
     """A rollout server actor could not be placed, started, or reached."""
 
 
+class WeightsLostError(InfrastructureError):
+    """The object store lost a push's weights before the server actor read them: stage them again."""
+
+
 class ServerActor:
     """The body of one replica's Ray actor: starts the server on this node and loads weights into it."""
 
@@ -133,9 +137,15 @@ class RayServer:
             return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout)
         except ray.exceptions.RayActorError as exc:
             raise ConnectionError(f"the server actor at {self.url} is gone: {exc}") from exc
+        except ray.exceptions.ObjectLostError as exc:
+            raise WeightsLostError(f"the weights sent to the server actor at {self.url} were lost: {exc}") from exc
+        except ray.exceptions.GetTimeoutError as exc:
+            raise TimeoutError(f"the server actor at {self.url} did not finish {method} in {timeout:g} s") from exc
         except ray.exceptions.RayTaskError as exc:
             if isinstance(exc.cause, DeltaBaseMismatchError):  # the caller pushes in full
                 raise DeltaBaseMismatchError(str(exc.cause)) from exc
+            if isinstance(exc.cause, ray.exceptions.ObjectLostError):  # the caller stages them again
+                raise WeightsLostError(f"the weights sent to {self.url} were lost: {exc.cause}") from exc
             raise RayServerError(f"the server actor at {self.url} failed {method}: {exc.cause!r}") from exc
 
 

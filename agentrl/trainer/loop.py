@@ -255,6 +255,7 @@ class Trainer:
         self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)
         train_s = time.perf_counter() - started
         metrics["perf/weight_sync_s"] = self.policies.push(batch.step)
+        metrics.update(self.policies.push_metrics())
         metrics.update({f"perf/{k}": v for k, v in batch.timings.items()})
         metrics["perf/train_s"] = train_s
         tokens = sum(traj.num_tokens for traj in trainable)

@@ -120,6 +120,7 @@ class Policies:
                 scratch_dir=r.shared_weights_dir,
                 broadcast=_nccl_broadcast(runtime),
                 delta=r.weight_delta,
+                timeout=r.weight_push_timeout_s,
             )
 
     def close_sync(self) -> None:
@@ -131,6 +132,16 @@ class Policies:
         """Push every learning policy's weights to its servers as `version`; the seconds it took."""
         assert all(r.backend is not None and r.sync is not None for r in self.learning)
         return sum(r.sync.push(r.backend.state_dict(), version=version) for r in self.learning)
+
+    def push_metrics(self) -> dict[str, float]:
+        """What the last push moved: `perf/weight_sync_bytes` (the payloads staged, full and delta) and how many
+        servers got a delta or the full weights."""
+        last = [r.sync.last for r in self.learning if r.sync is not None]
+        return {
+            "perf/weight_sync_bytes": float(sum(x.full_bytes + x.delta_bytes for x in last)),
+            "perf/weight_sync_delta_servers": float(sum(x.delta_servers for x in last)),
+            "perf/weight_sync_full_servers": float(sum(x.full_servers for x in last)),
+        }
 
     def known_versions(self, trajectories: list[Trajectory]) -> dict[str, float]:
         """`rollout/version_known` of each learning policy's share of `trajectories` (`rollout/<name>/...` with

@@ -28,8 +28,10 @@ import torch
 
 from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight, RolloutServer
+from agentrl.rollout.ray_servers import WeightsLostError
 from agentrl.rollout.router import normalize_url
 from agentrl.rollout.servers.process import shm_dir
+from agentrl.trainer.deadline import AdaptiveDeadline
 from agentrl.weight_delta import WEIGHTS_ID_KEY, DeltaBaseMismatchError, cast_state, encode_delta
 from agentrl.weights_io import save_state_dict, state_dict_bytes, unique_tensors
 
@@ -127,6 +129,9 @@ class WeightSync:
             dead replica is left out of the group); one that answers again rejoins at the next push, and takes
             traffic once that push gave it the current weights.
         delta: send servers that take deltas only what changed since the weights they hold (`rollout.weight_delta`).
+        timeout: the deadline of one server's push in seconds; None: derived from this run's own pushes
+            (`AdaptiveDeadline`: 5× the slowest so far, at least 30 s; 600 s for the first). A server past it is
+            dropped like one that cannot be reached (routed around, caught up when it answers again).
     """
 
     def __init__(
@@ -134,7 +139,7 @@ class WeightSync:
         servers: list[RolloutServer],
         router: Any = None,
         in_flight: str = "finish",
-        timeout: float = 600.0,
+        timeout: float | None = None,
         scratch_dir: str | None = None,
         broadcast: Any = None,
         delta: bool = True,
@@ -144,7 +149,7 @@ class WeightSync:
         self.servers = servers
         self.router = router
         self.in_flight: InFlight = "abort" if in_flight == "resume" else in_flight  # the client resumes them
-        self.timeout = timeout
+        self.deadline = AdaptiveDeadline(explicit=timeout)
         self.delta = delta
         self.version = 0
         self.last = PushStats()
@@ -164,8 +169,9 @@ class WeightSync:
         if router is not None:
             router.on_revive = self.revive
 
-    def push(self, state: Mapping[str, torch.Tensor], version: int | None = None) -> float:
-        """Send `state` to every live server as `version` (default: the next one); returns the seconds it took."""
+    def push(self, state: Mapping[str, torch.Tensor], version: int | None = None, *, full: bool = False) -> float:
+        """Send `state` to every live server as `version` (default: the next one), `full` weights even where a
+        delta would do; returns the seconds it took."""
         started = time.perf_counter()
         with self._lock:
             self.version = self.version + 1 if version is None else version
@@ -173,6 +179,8 @@ class WeightSync:
                 self._broadcast(state)
                 return time.perf_counter() - started
             self._new_version(state)
+            if full:
+                self._server_ids.clear()
             reached = [server for server in self.servers if self._push_live(server)]
             if not reached:
                 raise WeightSyncError(
@@ -261,7 +269,9 @@ class WeightSync:
         routes = {_weights_via(server) for server in self.servers}
         where = {"file": "file" in routes, "object_store": "object_store" in routes, "folder": self.scratch_dir}
         if kind == "raw":
-            return StagedWeights(self._state, **where)
+            staged = StagedWeights(self._state, **where)
+            self.last.full_bytes += staged.nbytes
+            return staged
         held = self._cast(dtype)
         if kind == "full":
             staged = StagedWeights(held.state, **where, metadata={WEIGHTS_ID_KEY: held.weights_id})
@@ -312,23 +322,39 @@ class WeightSync:
         key = normalize_url(server.url)
         if base is not None and self._server_ids.get(key) == base.weights_id:
             try:
-                self._update(server, self._payload(server, "delta"))
+                self._send(server, "delta")
                 self.last.delta_servers += 1
                 return
             except WeightSyncError as exc:
                 if not isinstance(exc.__cause__, DeltaBaseMismatchError):
                     raise
                 logger.info("%s; pushing the full weights", exc.__cause__)
-        self._update(server, self._payload(server, "full"))
+        self._send(server, "full")
         self.last.full_servers += 1
 
-    def _update(self, server: RolloutServer, weights: Any) -> None:
+    def _send(self, server: RolloutServer, kind: str) -> None:
+        """Push this version's `kind` of payload; staged again and sent once more if the object store lost it."""
         try:
-            server.update_weights(weights, self.version, in_flight=self.in_flight, timeout=self.timeout)
+            self._update(server, self._payload(server, kind))
+        except WeightSyncError as exc:
+            if not isinstance(exc.__cause__, WeightsLostError):
+                raise
+            logger.warning("%s; staging them again", exc.__cause__)
+            dtype = self._delta_dtype(server)
+            self._staged.pop("raw" if dtype is None else f"{kind}:{dtype}").cleanup()
+            self._update(server, self._payload(server, kind))
+
+    def _update(self, server: RolloutServer, weights: Any) -> None:
+        deadline = self.deadline.seconds()
+        started = time.perf_counter()
+        try:
+            server.update_weights(weights, self.version, in_flight=self.in_flight, timeout=deadline)
         except Exception as exc:  # each backend fails its own way (HTTP, OS, Ray); all are this server's failure
+            late = f" (past its deadline of {deadline:.0f} s)" if isinstance(exc, _TIMEOUTS) else ""
             raise WeightSyncError(
-                f"weight update of the {server.backend} server at {server.url} failed: {exc}"
+                f"weight update of the {server.backend} server at {server.url} failed{late}: {exc!r}"
             ) from exc
+        self.deadline.observe(time.perf_counter() - started)
         dtype = self._delta_dtype(server)
         if dtype is not None:
             self._server_ids[normalize_url(server.url)] = self._held[dtype].weights_id
@@ -340,8 +366,9 @@ class WeightSync:
             self.router.set_policy_version(server.url, self.version)
 
 
-_UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError, ConnectionError)
-"""Errors of a server that is gone (as opposed to one that answered and refused)."""
+_TIMEOUTS = (httpx.TimeoutException, TimeoutError)
+_UNREACHABLE = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, ConnectionError, *_TIMEOUTS)
+"""Errors of a server that is gone or stuck past its deadline (as opposed to one that answered and refused)."""
 
 
 def _weights_via(server: RolloutServer) -> str:

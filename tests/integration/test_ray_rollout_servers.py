@@ -49,9 +49,9 @@ async def test_a_server_actor_on_the_second_node_gets_weights_through_the_object
     written: list[bool] = []
     real_init = StagedWeights.__init__
 
-    def spy(self, state, *, file, object_store, folder=None):
+    def spy(self, state, *, file, object_store, **options):
         written.append(file)
-        real_init(self, state, file=file, object_store=object_store, folder=folder)
+        real_init(self, state, file=file, object_store=object_store, **options)
 
     monkeypatch.setattr(StagedWeights, "__init__", spy)
     state = load_file(f"{default_model_path}/model.safetensors")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -30,6 +31,9 @@ from agentrl.rollout.servers.hf.weights import WeightUpdateError, payload_weight
 from agentrl.weight_delta import DeltaBaseMismatchError, DeltaError
 
 DISCONNECT_POLL_S = 0.5
+FAULT_WEIGHTS_DELAY_ENV = "AGENTRL_FAULT_WEIGHTS_DELAY_S"
+"""Fault injection for tests: seconds every weight update waits, read, before it is applied (a window in which a
+test stops, kills or cuts off the server mid-push)."""
 
 
 class ClientDisconnectedError(Exception):
@@ -110,6 +114,8 @@ def create_app(engine: HFEngine, model_name: str, weights_token: str | None = No
         await asyncio.to_thread(engine.shutdown)
 
     app = FastAPI(title="agentrl hf rollout server", lifespan=lifespan)
+    fault_delay_s = float(os.environ.get(FAULT_WEIGHTS_DELAY_ENV) or 0)
+    pending_updates = [0]  # weight updates received and not yet answered (`/health`)
     _install_error_handlers(app)
     tok = engine.tokenizer
 
@@ -133,6 +139,7 @@ def create_app(engine: HFEngine, model_name: str, weights_token: str | None = No
             "policy_version": engine.policy_version,
             "adapters": engine.adapter_versions,
             "running": engine.num_running,
+            "weights_pending": pending_updates[0],
         }
 
     @app.get("/v1/models")
@@ -229,6 +236,13 @@ def create_app(engine: HFEngine, model_name: str, weights_token: str | None = No
     @app.post("/v1/weights")
     async def update_weights(request: Request) -> dict[str, Any]:
         authorize(request)
+        pending_updates[0] += 1
+        try:
+            return await _update(request)
+        finally:
+            pending_updates[0] -= 1
+
+    async def _update(request: Request) -> dict[str, Any]:
         start = time.perf_counter()
         if request.headers.get("content-type", "").startswith("application/octet-stream"):
             req = _weight_headers(request)
@@ -240,6 +254,8 @@ def create_app(engine: HFEngine, model_name: str, weights_token: str | None = No
             state = await asyncio.to_thread(read_state_dict, path=req.path)
             named = payload_weights_id(path=req.path)
         req.weights_id = req.weights_id or named
+        if fault_delay_s:
+            await asyncio.sleep(fault_delay_s)
         new_version = await engine.update_weights(
             state, req.version, req.in_flight, adapter=req.adapter, lora_alpha=req.lora_alpha, weights_id=req.weights_id
         )
