@@ -191,3 +191,31 @@ def test_weight_sync_without_deltas_pushes_the_trainers_state_as_it_is(tokenizer
         sync.close()
     finally:
         engine.shutdown()
+
+
+def test_a_push_deadline_follows_the_runs_own_pushes() -> None:
+    from agentrl.trainer.deadline import AdaptiveDeadline
+
+    deadline = AdaptiveDeadline()
+    assert deadline.seconds() == 600.0  # the first push pays for a cold start
+    deadline.observe(2.0)
+    deadline.observe(3.0)
+    assert deadline.seconds() == 30.0  # 5 x 3 s is under the floor
+    deadline.observe(20.0)
+    assert deadline.seconds() == 100.0
+    assert AdaptiveDeadline(explicit=7.0).seconds() == 7.0
+
+
+def test_a_server_reachable_from_other_hosts_refuses_to_start_without_a_weights_token(monkeypatch, capsys) -> None:
+    from agentrl.rollout.servers.hf import __main__ as hf_main
+    from agentrl.rollout.servers.hf.push import is_loopback, weights_headers
+
+    monkeypatch.delenv("AGENTRL_WEIGHTS_TOKEN", raising=False)
+    monkeypatch.setattr(hf_main, "resolve_model_path", lambda model: model)
+    with pytest.raises(SystemExit) as stopped:
+        hf_main.main(["--model", "/nowhere", "--host", "0.0.0.0"])
+    assert stopped.value.code == 2 and "AGENTRL_WEIGHTS_TOKEN" in capsys.readouterr().err
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and not is_loopback("10.0.0.2")
+    assert weights_headers(None) == {}
+    monkeypatch.setenv("AGENTRL_WEIGHTS_TOKEN", "t0k")
+    assert weights_headers(None) == {"authorization": "Bearer t0k"}
