@@ -352,7 +352,7 @@ class WeightSync:
         except Exception as exc:  # each backend fails its own way (HTTP, OS, Ray); all are this server's failure
             late = f" (past its deadline of {deadline:.0f} s)" if isinstance(exc, _TIMEOUTS) else ""
             raise WeightSyncError(
-                f"weight update of the {server.backend} server at {server.url} failed{late}: {exc!r}"
+                f"weight update of the {server.backend} server at {server.url} failed{late}: {str(exc) or repr(exc)}"
             ) from exc
         self.deadline.observe(time.perf_counter() - started)
         dtype = self._delta_dtype(server)
