@@ -149,6 +149,13 @@ class RolloutConfig(_Section):
         "auto: trainer.dtype, and where that is auto too, bfloat16 on a machine with a GPU, float32 without",
     )
     request_timeout_s: float = Field(600.0, gt=0, description="timeout of one generation request")
+    stall_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds a replica may hold requests open without completing any before it is cut off (marked "
+        "dead, its requests retried on another replica, caught up when it answers); None: derived from the requests' "
+        "own durations (5x the slowest so far, at least 60 s; request_timeout_s before the first completes)",
+    )
     health_check_interval_s: float = Field(
         5.0, gt=0, description="seconds between health checks of a dead replica (it takes traffic again once caught up)"
     )

@@ -13,6 +13,7 @@ The transport is aiohttp rather than httpx: httpcore's pool does O(connections^2
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -23,6 +24,7 @@ from typing import Any, Literal, Self
 import aiohttp
 
 from agentrl.config.schema import RolloutConfig
+from agentrl.deadline import AdaptiveDeadline
 from agentrl.rollout.completions import (
     TokenOutput,
     as_version,
@@ -41,6 +43,7 @@ from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.router import Router
 from agentrl.rollout.sglang_generate import GENERATE_PATH as SGLANG_GENERATE_PATH
 from agentrl.rollout.sglang_generate import StreamChunks, generate_request, parse_generate_response
+from agentrl.rollout.stall import StallGuard
 from agentrl.rollout.streaming import CompletionStream, SinkFailed, TokenSink
 from agentrl.rollout.vllm_generate import (
     GENERATE_PATH,
@@ -78,6 +81,9 @@ class LLMClient:
         max_connections: Most open connections (0: no limit); keep it above the expected concurrency.
         health_interval: Seconds between health probes of dead replicas (when the client builds the router).
         health_timeout: Seconds one `GET /health` probe may take.
+        stall_timeout: Seconds a replica may hold requests open without completing any before it is cut off
+            (`agentrl.rollout.stall`: marked dead, its requests retried elsewhere); None: derived from the
+            requests' own durations (5x the slowest so far, at least 60 s; `timeout` before the first completes).
         api: `completions` (`/v1/completions`: agentrl's `hf` server), `vllm_generate` (vLLM's
             `/inference/v1/generate`, whose answers label each token with the weights that sampled it; a vLLM
             started without `--enable-scale-out` is then reached by `/v1/completions`, with unknown versions) or
@@ -100,6 +106,7 @@ class LLMClient:
         health_timeout: float = 2.0,
         api: Api = "completions",
         adapter: str | None = None,
+        stall_timeout: float | None = None,
     ) -> None:
         if isinstance(servers, Router):
             self.router, self._owns_router = servers, False
@@ -121,10 +128,21 @@ class LLMClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self._http: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        deadline = AdaptiveDeadline(explicit=stall_timeout, first=timeout, floor=60.0, factor=5.0)
+        self.stall_guard = StallGuard(deadline, on_stall=self.router.mark_stalled)
+        self._stall_watch: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
-        self.router.start()
+        self._start()
         return self
+
+    def _start(self) -> None:
+        """The router's health loop and the stall watch (idempotent; needs a running event loop)."""
+        self.router.start()
+        if self._stall_watch is None or self._stall_watch.done():
+            self._stall_watch = asyncio.get_running_loop().create_task(
+                self.stall_guard.watch(), name="agentrl-stall-watch"
+            )
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -135,6 +153,11 @@ class LLMClient:
         """Closes the connection pool, and stops the health loop of a router this client built."""
         if self._owns_router:
             await self.router.stop()
+        watch, self._stall_watch = self._stall_watch, None
+        if watch is not None and not watch.done():
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
         http, self._http = self._http, None
         if http is not None and not http.closed:
             await http.close()
@@ -247,7 +270,7 @@ class LLMClient:
         self, path: str, body: dict[str, Any], session_id: str | None, try_once: Attempt | None = None
     ) -> tuple[str, Any]:
         try_once = try_once or self._attempt
-        self.router.start()
+        self._start()
         tried: set[str] = set()
         last: RetryableError | None = None
         for attempt in range(self.max_retries + 1):
@@ -291,7 +314,7 @@ class LLMClient:
 
     async def _attempt(self, url: str, path: str, body: dict[str, Any]) -> Any:
         try:
-            async with self._session().post(url + path, json=body) as response:
+            async with self.stall_guard.request(url), self._session().post(url + path, json=body) as response:
                 status, raw, reason = response.status, await response.read(), response.reason or ""
         except (aiohttp.ClientError, TimeoutError) as e:
             raise self._transport_error(url, e) from e
@@ -334,6 +357,9 @@ class LLMClient:
         if isinstance(e, _DEAD_ERRORS):
             self.router.mark_dead(url)
             return RetryableError(url, f"{type(e).__name__}: {e}", switch_fast=True)
+        if isinstance(e, TimeoutError) and self.stall_guard.was_cut(url):
+            limit = self.stall_guard.deadline.seconds()
+            return RetryableError(url, f"the replica stalled (nothing completed in {limit:.0f} s)", switch_fast=True)
         if isinstance(e, TimeoutError):
             return RetryableError(url, f"timed out ({type(e).__name__})")
         # connection dropped mid-request (e.g. the server died)
@@ -360,6 +386,7 @@ def rollout_client(urls: list[str], rollout: RolloutConfig) -> LLMClient:
     return LLMClient(
         urls,
         timeout=rollout.request_timeout_s,
+        stall_timeout=rollout.stall_timeout_s,
         health_interval=rollout.health_check_interval_s,
         api=client_api(rollout.backend),
         model=rollout.lora_adapter or "",

@@ -65,7 +65,9 @@ class Router:
         """Requests sent again after a failed attempt (on this or another replica), since the start."""
         self.revivals = 0
         """Dead replicas taken back after answering again (restarted, or back from a blip), since the start."""
-        self._reported = (0, 0)
+        self.stalls = 0
+        """Replicas cut off for holding requests without completing any (`agentrl.rollout.stall`), since the start."""
+        self._reported = (0, 0, 0)
         self.max_sessions = max_sessions
         self._replicas: list[str] = []
         self._dead: set[str] = set()
@@ -121,6 +123,11 @@ class Router:
         if url in self._replicas and url not in self._dead:
             logger.warning("rollout replica %s is unreachable; routing around it", url)
             self._dead.add(url)
+
+    def mark_stalled(self, url: str) -> None:
+        """Marks a replica dead because it holds requests without completing any (`agentrl.rollout.stall`)."""
+        self.stalls += 1
+        self.mark_dead(url)
 
     def mark_alive(self, url: str) -> None:
         """Takes a dead replica back."""
@@ -214,12 +221,14 @@ class Router:
         self.retries += 1
 
     def failover_metrics(self) -> dict[str, float]:
-        """Retries and revivals since the previous call, and the replicas live now (`rollout/...` metrics)."""
+        """Retries, revivals and stalls since the previous call, and the replicas live now (`rollout/...` metrics)."""
         retries, revivals = self.retries - self._reported[0], self.revivals - self._reported[1]
-        self._reported = (self.retries, self.revivals)
+        stalls = self.stalls - self._reported[2]
+        self._reported = (self.retries, self.revivals, self.stalls)
         return {
             "rollout/server_retries": float(retries),
             "rollout/replica_restarts": float(revivals),
+            "rollout/replica_stalls": float(stalls),
             "rollout/live_replicas": float(len(self.healthy)),
         }
 

@@ -26,12 +26,12 @@ from typing import Any
 import httpx
 import torch
 
+from agentrl.deadline import AdaptiveDeadline
 from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight, RolloutServer
 from agentrl.rollout.ray_servers import WeightsLostError
 from agentrl.rollout.router import normalize_url
 from agentrl.rollout.servers.process import shm_dir
-from agentrl.trainer.deadline import AdaptiveDeadline
 from agentrl.weight_delta import WEIGHTS_ID_KEY, DeltaBaseMismatchError, cast_state, encode_delta
 from agentrl.weights_io import save_state_dict, state_dict_bytes, unique_tensors
 

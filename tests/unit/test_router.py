@@ -216,6 +216,7 @@ async def test_a_replica_that_answers_again_takes_traffic_only_after_catching_up
     assert router.failover_metrics() == {
         "rollout/server_retries": 0.0,
         "rollout/replica_restarts": 1.0,
+        "rollout/replica_stalls": 0.0,
         "rollout/live_replicas": 2.0,
     }
     assert router.failover_metrics()["rollout/replica_restarts"] == 0.0  # counted once

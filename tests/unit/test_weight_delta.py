@@ -194,7 +194,7 @@ def test_weight_sync_without_deltas_pushes_the_trainers_state_as_it_is(tokenizer
 
 
 def test_a_push_deadline_follows_the_runs_own_pushes() -> None:
-    from agentrl.trainer.deadline import AdaptiveDeadline
+    from agentrl.deadline import AdaptiveDeadline
 
     deadline = AdaptiveDeadline()
     assert deadline.seconds() == 600.0  # the first push pays for a cold start
