@@ -166,10 +166,13 @@ class RolloutConfig(_Section):
         description="a folder this machine and the rollout.urls servers see at the same path (NFS): vLLM/SGLang "
         "servers on other hosts load each push's weights from there",
     )
-    weight_delta: bool = Field(
-        True,
-        description="pushes to hf servers carry only what changed since the weights each holds, in its dtype, bit for "
-        "bit (agentrl.weight_delta; a full push where it holds other weights); false: the full weights every push",
+    weight_delta: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="hf servers get the weights cast to their dtype, and after the first push only what changed since "
+        "the weights each holds, bit for bit (agentrl.weight_delta; a full push where it holds other weights). auto: "
+        "deltas where the weights travel (an upload over HTTP, the object store, rollout.shared_weights_dir), the full "
+        "cast where the server reads this machine's shared memory (cheaper than computing a delta); on: deltas "
+        "everywhere; off: the trainer's full weights every push",
     )
     weight_push_timeout_s: float | None = Field(
         None,

@@ -128,7 +128,10 @@ class WeightSync:
             `agentrl.trainer.nccl_sync`) instead of a file per server. Each push goes to the live servers only (a
             dead replica is left out of the group); one that answers again rejoins at the next push, and takes
             traffic once that push gave it the current weights.
-        delta: send servers that take deltas only what changed since the weights they hold (`rollout.weight_delta`).
+        delta: `auto`: servers that take deltas get only what changed since the weights they hold where the weights
+            travel (an upload, the object store, a shared folder that is not this machine's shared memory), the
+            full weights cast to their dtype where they read this machine's shared memory; `on`: deltas to every
+            such server; `off`: the trainer's full weights to every server (`rollout.weight_delta`).
         timeout: the deadline of one server's push in seconds; None: derived from this run's own pushes
             (`AdaptiveDeadline`: 5× the slowest so far, at least 30 s; 600 s for the first). A server past it is
             dropped like one that cannot be reached (routed around, caught up when it answers again).
@@ -142,8 +145,12 @@ class WeightSync:
         timeout: float | None = None,
         scratch_dir: str | None = None,
         broadcast: Any = None,
-        delta: bool = True,
+        delta: str = "auto",
     ):
+        if delta not in ("auto", "on", "off"):
+            raise ValueError(f"delta must be auto, on or off (rollout.weight_delta), not {delta!r}")
+        self.local_files = scratch_dir is None
+        """Whether the weights files are written to this machine's shared memory (not a shared folder)."""
         self.scratch_dir = scratch_dir or shm_dir()
         self.broadcast = broadcast
         self.servers = servers
@@ -297,7 +304,7 @@ class WeightSync:
         """The dtype a server takes deltas in (asked once), None when it takes none (or deltas are off)."""
         key = normalize_url(server.url)
         if key not in self._dtypes:
-            ask = getattr(server, "weights_dtype", None) if self.delta else None
+            ask = getattr(server, "weights_dtype", None) if self.delta != "off" else None
             self._dtypes[key] = ask() if ask is not None else None
         return self._dtypes[key]
 
@@ -320,7 +327,7 @@ class WeightSync:
         dtype = self._delta_dtype(server)
         base = self._base_held.get(dtype) if dtype is not None else None
         key = normalize_url(server.url)
-        if base is not None and self._server_ids.get(key) == base.weights_id:
+        if base is not None and self._server_ids.get(key) == base.weights_id and self._delta_pays(server):
             try:
                 self._send(server, "delta")
                 self.last.delta_servers += 1
@@ -331,6 +338,13 @@ class WeightSync:
                 logger.info("%s; pushing the full weights", exc.__cause__)
         self._send(server, "full")
         self.last.full_servers += 1
+
+    def _delta_pays(self, server: RolloutServer) -> bool:
+        """Whether a delta beats the full cast for `server`: where its weights travel (`delta="auto"`)."""
+        if self.delta == "on":
+            return True
+        reads_our_files = getattr(server, "shares_files", None) and _weights_via(server) == "file"
+        return not (reads_our_files and self.local_files)
 
     def _send(self, server: RolloutServer, kind: str) -> None:
         """Push this version's `kind` of payload; staged again and sent once more if the object store lost it."""

@@ -183,7 +183,7 @@ def test_weight_sync_without_deltas_pushes_the_trainers_state_as_it_is(tokenizer
     engine = make_engine(tokenizer)
     try:
         handle = EngineHandle(engine, "http://s0")
-        sync = WeightSync([handle], delta=False)  # type: ignore[arg-type]
+        sync = WeightSync([handle], delta="off")  # type: ignore[arg-type]
         trainer = tiny_llama(seed=9).state_dict()
         sync.push(trainer, version=1)
         sync.push(adam_like_step(trainer, 1e-3, seed=1), version=2)
@@ -219,3 +219,22 @@ def test_a_server_reachable_from_other_hosts_refuses_to_start_without_a_weights_
     assert weights_headers(None) == {}
     monkeypatch.setenv("AGENTRL_WEIGHTS_TOKEN", "t0k")
     assert weights_headers(None) == {"authorization": "Bearer t0k"}
+
+
+def test_auto_sends_the_full_cast_to_a_server_reading_this_machines_shared_memory(tokenizer) -> None:
+    engine = make_engine(tokenizer)
+    try:
+        engine.model.to(torch.bfloat16)
+        local, remote = EngineHandle(engine, "http://local"), EngineHandle(engine, "http://remote")
+        local.shares_files = True  # type: ignore[attr-defined]  # it reads our /dev/shm file: a delta would not pay
+        trainer = tiny_llama(seed=9).state_dict()
+        for kind, handle in (("full", local), ("delta", remote)):
+            sync = WeightSync([handle])  # type: ignore[arg-type]
+            sync.push(trainer, version=1)
+            sync.push(adam_like_step(trainer, 3e-5, seed=1), version=2)
+            assert handle.payloads == ["full", kind]
+            sync.close()
+        with pytest.raises(ValueError, match="auto, on or off"):
+            WeightSync([local], delta="yes")  # type: ignore[arg-type]
+    finally:
+        engine.shutdown()
