@@ -59,6 +59,13 @@ class TrainerConfig(_Section):
     max_failed_fraction: float = Field(
         0.5, ge=0, le=1, description="stop the run when a larger share of a step's trajectories failed"
     )
+    stall_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="stop the run (saving its state, with a report of what each task waits on) when no request, "
+        "trajectory or step completes for this long; None: derived from the run's own steps (3x the slowest so far, "
+        "at least 300 s; before the first, twice rollout.trajectory_timeout_s)",
+    )
     collapse_warn_ratio: float = Field(
         0.25,
         ge=0,

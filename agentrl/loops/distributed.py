@@ -71,6 +71,8 @@ class DistributedRolloutManager(JobRunner):
         show_progress: bool = False,
     ) -> None:
         self.workers = workers
+        self.last_completed: float | None = None
+        """`time.monotonic()` when a job's trajectories last came back (the trainer's watchdog reads it)."""
         self.routers = list(router.values()) if isinstance(router, Mapping) else [router]
         self.rollout = rollout
         self.concurrency = concurrency
@@ -162,8 +164,10 @@ class DistributedRolloutManager(JobRunner):
             getter = asyncio.ensure_future(done.get())
             await asyncio.wait([getter, *running], return_when=asyncio.FIRST_COMPLETED)
             if getter.done():
+                self.last_completed = time.monotonic()
                 return getter.result()
             getter.cancel()
+        self.last_completed = time.monotonic()
         return done.get_nowait()
 
     async def _slot(self, worker: WorkerSlot, jobs: asyncio.Queue[Job], done: asyncio.Queue[list[Trajectory]]) -> None:

@@ -60,6 +60,8 @@ class RolloutManager(JobRunner):
         self.agent = agent or AgentConfig()
         self.rollout = rollout or RolloutConfig()
         self.setup_context = setup_context
+        self.last_completed: float | None = None
+        """`time.monotonic()` when a trajectory last finished (the trainer's watchdog reads it)."""
         self.teardown_context = teardown_context
         self.show_progress = show_progress
         self.run_config = run_config
@@ -157,6 +159,7 @@ class RolloutManager(JobRunner):
         for leaf in leaves:
             if leaf.stop_reason is None:
                 leaf.stop_reason = StopReason.DONE
+        self.last_completed = time.monotonic()
         return leaves
 
     def loop(self, name: str) -> AgentLoopBase:

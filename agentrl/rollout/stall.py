@@ -61,6 +61,11 @@ class StallGuard:
         self._last_done[url] = done
         self._cut.discard(url)
 
+    @property
+    def last_completion(self) -> float | None:
+        """`time.monotonic()` of the latest request completed by any replica (None: none yet)."""
+        return max(self._last_done.values(), default=None)
+
     def was_cut(self, url: str) -> bool:
         """Whether `url` was cut off as stalled (and has not completed a request since)."""
         return url in self._cut

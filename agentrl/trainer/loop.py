@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl.config.loader import ConfigError
 from agentrl.config.schema import AgentRLConfig, TreeConfig
+from agentrl.deadline import AdaptiveDeadline
 from agentrl.errors import InfrastructureError, TooManyFailuresError
 from agentrl.loops.hooks import prepare_run, run_samples
 from agentrl.loops.session import rollout_session
@@ -33,6 +34,7 @@ from agentrl.trainer.metrics import component_means, failure_metrics, rollout_me
 from agentrl.trainer.preflight import tis_cap, untrained_root_warning, validate_run
 from agentrl.trainer.progress import StepProgress
 from agentrl.trainer.staleness import split_stale, staleness_metrics
+from agentrl.trainer.watchdog import RunStalledError, Watchdog
 from agentrl.types import Trajectory
 
 
@@ -81,6 +83,8 @@ class Trainer:
         """The policy version the rollout servers hold (= training steps done)."""
         self._breaches: set[str] = set()
         self.done: tuple[int, dict[str, int] | None] = (0, None)
+        self._training = False
+        self._last_step_done: float | None = None
         """The last step the policy took and the data cursor after its batch (checkpointed on an infrastructure
         failure, so that a resumed run continues with the next step)."""
 
@@ -126,9 +130,33 @@ class Trainer:
             if state is None and self.cfg.trainer.eval_every:
                 await self._evaluate(0)
             try:
-                await self._loop(self.version + 1)
+                await self._watched_loop(self.version + 1)
             finally:
                 self.policies.close_sync()
+
+    async def _watched_loop(self, first: int) -> None:
+        """The training loop under the watchdog (`agentrl.trainer.watchdog`): stopped, its state saved, when nothing
+        progresses past the run's deadline."""
+        t, r = self.cfg.trainer, self.cfg.rollout
+        deadline = AdaptiveDeadline(
+            explicit=t.stall_timeout_s, first=2 * r.trajectory_timeout_s, floor=300.0, factor=3.0
+        )
+        self.watchdog = Watchdog(
+            deadline,
+            progress=lambda: [
+                self._last_step_done,
+                getattr(self.manager, "last_completed", None),
+                *self.policies.last_completions(),
+            ],
+            describe=self.policies.describe_rollout,
+            report_path=self.out / "stall_report.txt",
+        )
+        try:
+            await self.watchdog.guard(self._loop(first))
+        except RunStalledError:
+            if not self._training:  # a step half applied in its thread is no state to save
+                self._save_state()
+            raise
 
     def _resume(self) -> TrainerState | None:
         if not self.cfg.trainer.resume:
@@ -184,7 +212,11 @@ class Trainer:
                     get = continuous.next_batch(step) if continuous is not None else queue.get()
                     batch = await _next_batch(get, producer)
                     self._stop_on_failures(batch)
-                    metrics = await asyncio.to_thread(self._train_and_sync, batch)
+                    self._training = True
+                    try:
+                        metrics = await asyncio.to_thread(self._train_and_sync, batch)
+                    finally:
+                        self._training = False
                     metrics["perf/wall_s"] = time.perf_counter() - loop_started  # evaluations included
                     metrics.update(self.collapse.observe(metrics, step))
                     async with updated:
@@ -193,6 +225,8 @@ class Trainer:
                     if continuous is not None:
                         await continuous.notify()
                     self._log(metrics, step)
+                    previous, self._last_step_done = self._last_step_done or self.watchdog.started, time.monotonic()
+                    self.watchdog.step_done(self._last_step_done - previous)  # rollout, training and push
                     progress.advance(step, metrics)
                     self._save_trajectories(step, batch.generated)
                     if t.save_every and step % t.save_every == 0:

@@ -133,6 +133,27 @@ class Policies:
         assert all(r.backend is not None and r.sync is not None for r in self.learning)
         return sum(r.sync.push(r.backend.state_dict(), version=version) for r in self.learning)
 
+    def last_completions(self) -> list[float | None]:
+        """When each policy's rollout client last had a request completed (`time.monotonic()`; the watchdog)."""
+        guards = [getattr(r.llm, "stall_guard", None) for r in self.runtimes]
+        return [g.last_completion for g in guards if g is not None]
+
+    def describe_rollout(self) -> list[str]:
+        """A line per rollout replica: its policy, whether it is live, its requests in flight, its version."""
+        lines = []
+        for runtime in self.runtimes:
+            router = getattr(runtime.llm, "router", None)
+            if router is None:
+                continue
+            in_flight, dead = router.in_flight, set(router.dead)
+            for url in router.replicas:
+                state = "DEAD (routed around)" if url in dead else "live"
+                version = router.policy_version(url)
+                lines.append(
+                    f"{runtime.name} {url}: {state}, {in_flight.get(url, 0)} requests in flight, version {version}"
+                )
+        return lines
+
     def push_metrics(self) -> dict[str, float]:
         """What the last push moved: `perf/weight_sync_bytes` (the payloads staged, full and delta) and how many
         servers got a delta or the full weights."""

@@ -1,4 +1,5 @@
-"""Faults in the middle of a weight push, with real processes: a server paused (SIGSTOP), killed (SIGKILL), or on
+"""Faults in the middle of a weight push (and of generation), with real processes: a server paused (SIGSTOP),
+killed (SIGKILL), or on
 another "host" (a container) cut off from its network while it holds a push, and the object store losing the
 weights. Each push returns within twice its deadline, the faulty replica routed around, and once it answers again
 it is brought to the current version before it takes traffic, holding the trainer's weights bit for bit. (The
@@ -19,7 +20,7 @@ import httpx
 import pytest
 import torch
 
-from agentrl.rollout import LLMClient
+from agentrl.rollout import LLMClient, SamplingParams
 from agentrl.rollout.handles import HFServer
 from agentrl.rollout.servers.hf.app import FAULT_WEIGHTS_DELAY_ENV
 from agentrl.rollout.servers.hf.launch import launch_hf_server
@@ -52,6 +53,15 @@ async def wait_pending(url: str, timeout: float = 60.0) -> None:
             await asyncio.sleep(0.05)
 
 
+async def wait_running(url: str, timeout: float = 60.0) -> None:
+    """Until the server generates."""
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient() as http:
+        while (await http.get(f"{url}/health", timeout=5)).json().get("running", 0) < 1:
+            assert time.monotonic() < deadline, f"{url} never got a request"
+            await asyncio.sleep(0.02)
+
+
 async def wait_taken_back(llm: LLMClient, timeout: float = 90.0) -> float:
     started = time.monotonic()
     while llm.router.dead:
@@ -78,8 +88,25 @@ async def test_a_server_paused_then_killed_mid_push_is_routed_around_and_caught_
     restarted = None
     servers = [HFServer(p.url, model_path=default_model_path, process=p) for p in (steady, faulty)]
     try:
-        async with LLMClient([s.url for s in servers], health_interval=0.2) as llm:
+        async with LLMClient([s.url for s in servers], health_interval=0.2, stall_timeout=DEADLINE_S) as llm:
             sync = WeightSync(servers, router=llm.router, timeout=DEADLINE_S)
+
+            # 0. paused (SIGSTOP) while it generates: cut off, its requests retried on the other replica
+            greedy = SamplingParams(max_tokens=48, temperature=0.0)
+            jobs = [asyncio.ensure_future(llm.generate(list(range(100, 140)), greedy, f"s{i}")) for i in range(8)]
+            await wait_running(faulty.url)
+            os.kill(faulty.process.pid, signal.SIGSTOP)
+            stopped = time.monotonic()
+            while not llm.router.dead:
+                await asyncio.sleep(0.05)
+            detected = time.monotonic() - stopped
+            outs = await asyncio.gather(*jobs)
+            assert detected < 2 * DEADLINE_S and {o.replica for o in outs} == {servers[0].url}
+            os.kill(faulty.process.pid, signal.SIGCONT)
+            back = await wait_taken_back(llm)
+            what = f"replica cut off, its requests retried elsewhere; back in {back:.1f} s"
+            report("sigstop while generating", detected, what)
+
             await asyncio.to_thread(sync.push, version_state(base_state, 1), 1)
 
             # 1. paused (SIGSTOP) while it holds version 2's push
