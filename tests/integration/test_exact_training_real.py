@@ -24,7 +24,7 @@ from tests.integration.exactness import (
     step_metrics,
     trained_trajectories,
 )
-from tests.integration.test_failover_real import kill_once_busy, two_replicas
+from tests.integration.replicas import kill_once_busy, two_replicas
 
 pytestmark = pytest.mark.integration
 
