@@ -88,7 +88,7 @@ def decode_delta(data: bytes) -> WeightDelta:
     import zstandard
 
     try:
-        raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        raw = zstandard.ZstdDecompressor().decompress(data)  # the frame holds its size: one allocation
         meta = safetensors_metadata(raw)
         tensors = _tensors_of(raw)
     except Exception as exc:  # zstandard raises its own errors, a bad header any of several

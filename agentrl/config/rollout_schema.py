@@ -170,9 +170,10 @@ class RolloutConfig(_Section):
         "auto",
         description="hf servers get the weights cast to their dtype, and after the first push only what changed since "
         "the weights each holds, bit for bit (agentrl.weight_delta; a full push where it holds other weights). auto: "
-        "deltas where the weights travel (an upload over HTTP, the object store, rollout.shared_weights_dir), the full "
-        "cast where the server reads this machine's shared memory (cheaper than computing a delta); on: deltas "
-        "everywhere; off: the trainer's full weights every push",
+        "deltas to bf16/fp16 servers where the weights travel (an upload over HTTP, the object store, "
+        "rollout.shared_weights_dir), else the full cast (in fp32 every element changes each step; through this "
+        "machine's shared memory a file is cheaper than a delta); on: deltas everywhere; off: the trainer's full "
+        "weights every push",
     )
     weight_push_timeout_s: float | None = Field(
         None,

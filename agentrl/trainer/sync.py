@@ -128,10 +128,10 @@ class WeightSync:
             `agentrl.trainer.nccl_sync`) instead of a file per server. Each push goes to the live servers only (a
             dead replica is left out of the group); one that answers again rejoins at the next push, and takes
             traffic once that push gave it the current weights.
-        delta: `auto`: servers that take deltas get only what changed since the weights they hold where the weights
-            travel (an upload, the object store, a shared folder that is not this machine's shared memory), the
-            full weights cast to their dtype where they read this machine's shared memory; `on`: deltas to every
-            such server; `off`: the trainer's full weights to every server (`rollout.weight_delta`).
+        delta: `auto`: a 16-bit server that takes deltas gets only what changed since the weights it holds where
+            the weights travel (an upload, the object store, a shared folder that is not this machine's shared
+            memory), else the full weights cast to its dtype; `on`: deltas to every server that takes them; `off`:
+            the trainer's full weights to every server (`rollout.weight_delta`).
         timeout: the deadline of one server's push in seconds; None: derived from this run's own pushes
             (`AdaptiveDeadline`: 5× the slowest so far, at least 30 s; 600 s for the first). A server past it is
             dropped like one that cannot be reached (routed around, caught up when it answers again).
@@ -340,9 +340,13 @@ class WeightSync:
         self.last.full_servers += 1
 
     def _delta_pays(self, server: RolloutServer) -> bool:
-        """Whether a delta beats the full cast for `server`: where its weights travel (`delta="auto"`)."""
+        """Whether a delta beats the full cast for `server` (`delta="auto"`): a 16-bit server (most elements keep
+        their rounded value from one step to the next; in fp32 every one moves, and a delta is ~60 % of the full
+        weights, slower to make than to send whole) whose weights travel (not a file in this machine's memory)."""
         if self.delta == "on":
             return True
+        if getattr(torch, self._delta_dtype(server) or "float32").itemsize > 2:
+            return False
         reads_our_files = getattr(server, "shares_files", None) and _weights_via(server) == "file"
         return not (reads_our_files and self.local_files)
 
