@@ -45,21 +45,13 @@ def held_by(server: HFServer) -> str:
     return server.weights_digest()
 
 
-async def wait_pending(url: str, timeout: float = 60.0) -> None:
-    """Until the server holds a weight update (received, not yet applied)."""
+async def wait_busy(url: str, what: str, timeout: float = 60.0) -> None:
+    """Until the server's `/health` counts at least one of `what`: `weights_pending` (a weight update received,
+    not yet applied) or `running` (requests generating)."""
     deadline = time.monotonic() + timeout
     async with httpx.AsyncClient() as http:
-        while (await http.get(f"{url}/health", timeout=5)).json().get("weights_pending", 0) < 1:
-            assert time.monotonic() < deadline, f"{url} never received the push"
-            await asyncio.sleep(0.05)
-
-
-async def wait_running(url: str, timeout: float = 60.0) -> None:
-    """Until the server generates."""
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient() as http:
-        while (await http.get(f"{url}/health", timeout=5)).json().get("running", 0) < 1:
-            assert time.monotonic() < deadline, f"{url} never got a request"
+        while (await http.get(f"{url}/health", timeout=5)).json().get(what, 0) < 1:
+            assert time.monotonic() < deadline, f"{url} never had {what}"
             await asyncio.sleep(0.02)
 
 
@@ -95,7 +87,7 @@ async def test_a_server_paused_then_killed_mid_push_is_routed_around_and_caught_
             # 0. paused (SIGSTOP) while it generates: cut off, its requests retried on the other replica
             greedy = SamplingParams(max_tokens=48, temperature=0.0)
             jobs = [asyncio.ensure_future(llm.generate(list(range(100, 140)), greedy, f"s{i}")) for i in range(8)]
-            await wait_running(faulty.url)
+            await wait_busy(faulty.url, "running")
             os.kill(faulty.process.pid, signal.SIGSTOP)
             stopped = time.monotonic()
             while not llm.router.dead:
@@ -112,7 +104,7 @@ async def test_a_server_paused_then_killed_mid_push_is_routed_around_and_caught_
 
             # 1. paused (SIGSTOP) while it holds version 2's push
             push = asyncio.ensure_future(asyncio.to_thread(sync.push, version_state(base_state, 2), 2))
-            await wait_pending(faulty.url)
+            await wait_busy(faulty.url, "weights_pending")
             os.kill(faulty.process.pid, signal.SIGSTOP)
             stopped = time.monotonic()
             await push
@@ -127,7 +119,7 @@ async def test_a_server_paused_then_killed_mid_push_is_routed_around_and_caught_
 
             # 2. killed (SIGKILL) while it holds version 3's push, then restarted on its port
             push = asyncio.ensure_future(asyncio.to_thread(sync.push, version_state(base_state, 3), 3))
-            await wait_pending(faulty.url)
+            await wait_busy(faulty.url, "weights_pending")
             faulty.process.kill()
             killed = time.monotonic()
             await push
@@ -173,7 +165,7 @@ async def test_a_server_on_another_host_cut_off_mid_push_is_routed_around_and_ca
                 sync = WeightSync(servers, router=llm.router, timeout=DEADLINE_S)
                 await asyncio.to_thread(sync.push, version_state(base_state, 1), 1)
                 push = asyncio.ensure_future(asyncio.to_thread(sync.push, version_state(base_state, 2), 2))
-                await wait_pending(remote.url)
+                await wait_busy(remote.url, "weights_pending")
                 network.disconnect(remote.container)
                 cut = time.monotonic()
                 await push
