@@ -301,11 +301,14 @@ class WeightSync:
         return self._held[dtype]
 
     def _delta_dtype(self, server: RolloutServer) -> str | None:
-        """The dtype a server takes deltas in (asked once), None when it takes none (or deltas are off)."""
+        """The dtype a server takes deltas in (asked once); None when it takes none, deltas are off, or with `auto`
+        it holds 32-bit weights (it gets the trainer's state as it is, as a server that takes no deltas does)."""
         key = normalize_url(server.url)
         if key not in self._dtypes:
             ask = getattr(server, "weights_dtype", None) if self.delta != "off" else None
-            self._dtypes[key] = ask() if ask is not None else None
+            dtype = ask() if ask is not None else None
+            wide = dtype is not None and getattr(torch, dtype).itemsize > 2
+            self._dtypes[key] = None if wide and self.delta == "auto" else dtype
         return self._dtypes[key]
 
     def _push_live(self, server: RolloutServer) -> bool:
@@ -340,13 +343,11 @@ class WeightSync:
         self.last.full_servers += 1
 
     def _delta_pays(self, server: RolloutServer) -> bool:
-        """Whether a delta beats the full cast for `server` (`delta="auto"`): a 16-bit server (most elements keep
-        their rounded value from one step to the next; in fp32 every one moves, and a delta is ~60 % of the full
-        weights, slower to make than to send whole) whose weights travel (not a file in this machine's memory)."""
+        """Whether a delta beats the full cast for `server` (`delta="auto"`, a 16-bit server: `_delta_dtype`): where
+        its weights travel (not a file in this machine's memory). (In fp32 every element moves each step under Adam:
+        a delta is ~60 % of the full weights, slower to make than to send whole.)"""
         if self.delta == "on":
             return True
-        if getattr(torch, self._delta_dtype(server) or "float32").itemsize > 2:
-            return False
         reads_our_files = getattr(server, "shares_files", None) and _weights_via(server) == "file"
         return not (reads_our_files and self.local_files)
 

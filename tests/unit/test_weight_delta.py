@@ -238,3 +238,18 @@ def test_auto_sends_the_full_cast_to_a_server_reading_this_machines_shared_memor
             WeightSync([local], delta="yes")  # type: ignore[arg-type]
     finally:
         engine.shutdown()
+
+
+def test_auto_sends_an_fp32_server_the_trainers_state_as_it_is(tokenizer) -> None:
+    engine = make_engine(tokenizer)  # fp32: under Adam every element moves each step, a delta would not pay
+    try:
+        handle = EngineHandle(engine, "http://remote")
+        sync = WeightSync([handle])  # type: ignore[arg-type]
+        trainer = tiny_llama(seed=9).state_dict()
+        sync.push(trainer, version=1)
+        sync.push(adam_like_step(trainer, 3e-5, seed=1), version=2)
+        assert handle.payloads == ["full", "full"] and engine.policy_version == 2
+        assert engine.weights_digest() == weights_digest(cast_state(adam_like_step(trainer, 3e-5, 1), torch.float32))
+        sync.close()
+    finally:
+        engine.shutdown()
