@@ -100,7 +100,7 @@ def measure(trainer: Trainer, targets: dict[str, Any], repeats: int) -> dict[str
     from agentrl.rollout.handles import AdapterServer
     from agentrl.trainer.sync import WeightSync
 
-    syncs = {name: WeightSync([server], delta="on") for name, server in targets.items()}
+    syncs = {name: WeightSync([server], delta="always") for name, server in targets.items()}
     adapter = AdapterServer(targets["fp32_shm"], "bench", 32.0) if "fp32_shm" in targets else None
     lora = WeightSync([adapter]) if adapter else None  # type: ignore[list-item]
     state = trainer.step()

@@ -166,13 +166,13 @@ class RolloutConfig(_Section):
         description="a folder this machine and the rollout.urls servers see at the same path (NFS): vLLM/SGLang "
         "servers on other hosts load each push's weights from there",
     )
-    weight_delta: Literal["auto", "on", "off"] = Field(
+    weight_delta: Literal["auto", "always", "never"] = Field(
         "auto",
         description="hf servers get the weights cast to their dtype, and after the first push only what changed since "
         "the weights each holds, bit for bit (agentrl.weight_delta; a full push where it holds other weights). auto: "
         "deltas to bf16/fp16 servers where the weights travel (an upload over HTTP, the object store, "
         "rollout.shared_weights_dir), else the full cast (in fp32 every element changes each step; through this "
-        "machine's shared memory a file is cheaper than a delta); on: deltas everywhere; off: the trainer's full "
+        "machine's shared memory a file is cheaper than a delta); always: deltas everywhere; never: the trainer's full "
         "weights every push",
     )
     weight_push_timeout_s: float | None = Field(

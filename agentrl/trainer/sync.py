@@ -130,7 +130,7 @@ class WeightSync:
             traffic once that push gave it the current weights.
         delta: `auto`: a 16-bit server that takes deltas gets only what changed since the weights it holds where
             the weights travel (an upload, the object store, a shared folder that is not this machine's shared
-            memory), else the full weights cast to its dtype; `on`: deltas to every server that takes them; `off`:
+            memory), else the full weights cast to its dtype; `always`: deltas to every server that takes them; `never`:
             the trainer's full weights to every server (`rollout.weight_delta`).
         timeout: the deadline of one server's push in seconds; None: derived from this run's own pushes
             (`AdaptiveDeadline`: 5× the slowest so far, at least 30 s; 600 s for the first). A server past it is
@@ -147,8 +147,8 @@ class WeightSync:
         broadcast: Any = None,
         delta: str = "auto",
     ):
-        if delta not in ("auto", "on", "off"):
-            raise ValueError(f"delta must be auto, on or off (rollout.weight_delta), not {delta!r}")
+        if delta not in ("auto", "always", "never"):
+            raise ValueError(f"delta must be auto, always or never (rollout.weight_delta), not {delta!r}")
         self.local_files = scratch_dir is None
         """Whether the weights files are written to this machine's shared memory (not a shared folder)."""
         self.scratch_dir = scratch_dir or shm_dir()
@@ -305,7 +305,7 @@ class WeightSync:
         it holds 32-bit weights (it gets the trainer's state as it is, as a server that takes no deltas does)."""
         key = normalize_url(server.url)
         if key not in self._dtypes:
-            ask = getattr(server, "weights_dtype", None) if self.delta != "off" else None
+            ask = getattr(server, "weights_dtype", None) if self.delta != "never" else None
             dtype = ask() if ask is not None else None
             wide = dtype is not None and getattr(torch, dtype).itemsize > 2
             self._dtypes[key] = None if wide and self.delta == "auto" else dtype
@@ -346,7 +346,7 @@ class WeightSync:
         """Whether a delta beats the full cast for `server` (`delta="auto"`, a 16-bit server: `_delta_dtype`): where
         its weights travel (not a file in this machine's memory). (In fp32 every element moves each step under Adam:
         a delta is ~60 % of the full weights, slower to make than to send whole.)"""
-        if self.delta == "on":
+        if self.delta == "always":
             return True
         reads_our_files = getattr(server, "shares_files", None) and _weights_via(server) == "file"
         return not (reads_our_files and self.local_files)

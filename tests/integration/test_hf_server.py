@@ -170,7 +170,7 @@ def test_weight_update_changes_output_and_restores_exactly(
     assert after["choices"][0]["token_ids"] == before["token_ids"]
     assert after["choices"][0]["logprobs"] == before["logprobs"]
     assert after["policy_version"] == version + 2
-    assert httpx.get(f"{server.url}/v1/weights/version").json() == {"policy_version": version + 2}
+    assert httpx.get(f"{server.url}/v1/weights/version").json()["policy_version"] == version + 2
 
 
 def test_too_long_prompt_is_rejected(server) -> None:

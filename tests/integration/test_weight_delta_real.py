@@ -47,7 +47,7 @@ def run_args(url: str, run: Path) -> list[str]:
         "data.eval_files=[]",
         "rollout.backend=hf",
         f"rollout.urls=[{url}]",
-        "rollout.weight_delta=on",  # deltas through shared memory too (auto sends this server the full cast)
+        "rollout.weight_delta=always",  # deltas through shared memory too (auto sends this server the full cast)
         "trainer.skip_zero_advantage=false",
         f"output_dir={run}",
     ]

@@ -183,7 +183,7 @@ def test_weight_sync_without_deltas_pushes_the_trainers_state_as_it_is(tokenizer
     engine = make_engine(tokenizer)
     try:
         handle = EngineHandle(engine, "http://s0")
-        sync = WeightSync([handle], delta="off")  # type: ignore[arg-type]
+        sync = WeightSync([handle], delta="never")  # type: ignore[arg-type]
         trainer = tiny_llama(seed=9).state_dict()
         sync.push(trainer, version=1)
         sync.push(adam_like_step(trainer, 1e-3, seed=1), version=2)
@@ -234,7 +234,7 @@ def test_auto_sends_the_full_cast_to_a_server_reading_this_machines_shared_memor
             sync.push(adam_like_step(trainer, 3e-5, seed=1), version=2)
             assert handle.payloads == ["full", kind]
             sync.close()
-        with pytest.raises(ValueError, match="auto, on or off"):
+        with pytest.raises(ValueError, match="auto, always or never"):
             WeightSync([local], delta="yes")  # type: ignore[arg-type]
     finally:
         engine.shutdown()
