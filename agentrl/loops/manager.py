@@ -98,8 +98,12 @@ class RolloutManager(JobRunner):
             await asyncio.gather(*workers, return_exceptions=True)
 
     async def _worker(self, jobs: asyncio.Queue[Job], done: asyncio.Queue[list[Trajectory]]) -> None:
+        task = asyncio.current_task()
         while not jobs.empty():
-            await done.put(await self.run_job_leaves(jobs.get_nowait()))
+            job = jobs.get_nowait()
+            if task is not None:  # a stall report (agentrl.trainer.watchdog) names the episode each slot runs
+                task.set_name(f"trajectory {job.sample.id} #{job.sample_index}")
+            await done.put(await self.run_job_leaves(job))
 
     async def run_job(self, job: Job) -> Trajectory:
         """Run one planned job (with this manager's sampling settings)."""

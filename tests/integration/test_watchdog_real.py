@@ -68,6 +68,7 @@ def test_a_run_whose_only_server_stalls_stops_with_a_report_and_its_state_saved(
         print(report)
         assert f"{process.url}: live, " in report and "requests in flight" in report
         assert "_attempt (client.py" in report  # the trajectories wait on the paused replica's requests
+        assert "  trajectory " in report  # each named by its sample and index
         assert (run / "checkpoints" / "step_000001").is_dir()
         assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
     finally:
