@@ -59,7 +59,9 @@ def test_a_verifiers_0_4_taskset_trains_a_step_with_its_own_reward(hf_server_url
         assert traj.reward == pytest.approx(scores["correct_sum"] + 0.2 * scores["answer_format"])
         # verifiers' trace holds the reply stripped of surrounding whitespace; the recorded message keeps it
         assert traj.metrics["verifiers/reply_chars"] == len((traj.messages[-1].content or "").strip())
-        assert check_drift(default_tokenizer, traj).ok  # the recorded tokens render back to what the model saw
+        # the recorded tokens render back to what the model saw (a sampled non-canonical split of the same text is
+        # "tokenization" drift, which the token-exact record keeps as generated)
+        assert check_drift(default_tokenizer, traj).kind != "template"
 
 
 def test_the_verifiers_v1_loop_keeps_the_loop_contract(default_tokenizer):
