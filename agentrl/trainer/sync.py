@@ -42,9 +42,9 @@ class WeightSyncError(InfrastructureError):
     """A rollout server refused or failed a weight update."""
 
 
-def write_safetensors(state: Mapping[str, torch.Tensor], folder: Path) -> Path:
+def write_safetensors(state: Mapping[str, torch.Tensor], folder: Path, metadata: dict[str, str] | None = None) -> Path:
     """Save a state dict as `folder/model.safetensors` (tied aliases left out: `agentrl.weights_io`)."""
-    return save_state_dict(state, folder / "model.safetensors")
+    return save_state_dict(state, folder / "model.safetensors", metadata=metadata)
 
 
 class StagedWeights:
@@ -65,11 +65,12 @@ class StagedWeights:
         self._dir = tempfile.TemporaryDirectory(prefix="agentrl-weights-", dir=folder or shm_dir()) if file else None
         self.path = None
         if self._dir is not None:
-            self.path = Path(self._dir.name) / "model.safetensors"
+            folder = Path(self._dir.name)
             if isinstance(state, bytes):
+                self.path = folder / "model.safetensors"
                 self.path.write_bytes(state)
             else:
-                save_state_dict(state, self.path, metadata=metadata)
+                self.path = write_safetensors(state, folder, metadata)
         self.ref = None
         if object_store:
             import ray
@@ -258,39 +259,31 @@ class WeightSync:
         self._staged = {}
 
     def _payload(self, server: RolloutServer, kind: str) -> Any:
-        """What `server.update_weights` takes for this version's `kind` of payload (`raw`, `full`, `delta`),
-        staged on first use; None when there is no delta to send (no base, or the server holds another)."""
+        """What `server.update_weights` takes for this version's `kind` of payload (`raw`, `full`, `delta`: asked
+        only where the last version's cast is the delta's base), staged on first use."""
         dtype = self._delta_dtype(server)
-        if dtype is None:
-            kind = "raw"
-        key = kind if kind == "raw" else f"{kind}:{dtype}"
+        key = "raw" if dtype is None else f"{kind}:{dtype}"
         if key not in self._staged:
-            staged = self._stage(kind, dtype)
-            if staged is None:
-                return None
+            staged = self._stage("raw" if dtype is None else kind, dtype)
+            if kind == "delta":
+                self.last.delta_bytes += staged.nbytes
+            else:
+                self.last.full_bytes += staged.nbytes
             self._staged[key] = staged
         return self._staged[key].for_server(server)
 
-    def _stage(self, kind: str, dtype: str | None) -> StagedWeights | None:
+    def _stage(self, kind: str, dtype: str | None) -> StagedWeights:
         assert self._state is not None
         routes = {_weights_via(server) for server in self.servers}
         where = {"file": "file" in routes, "object_store": "object_store" in routes, "folder": self.scratch_dir}
         if kind == "raw":
-            staged = StagedWeights(self._state, **where)
-            self.last.full_bytes += staged.nbytes
-            return staged
-        held = self._cast(dtype)
+            return StagedWeights(self._state, **where)
+        held = self._cast(dtype)  # type: ignore[arg-type]
         if kind == "full":
-            staged = StagedWeights(held.state, **where, metadata={WEIGHTS_ID_KEY: held.weights_id})
-            self.last.full_bytes += staged.nbytes
-            return staged
-        base = self._base_held.get(dtype)  # type: ignore[arg-type]
-        if base is None:
-            return None
+            return StagedWeights(held.state, **where, metadata={WEIGHTS_ID_KEY: held.weights_id})
+        base = self._base_held[dtype]  # type: ignore[index]
         versions = {"base_id": base.weights_id, "base_version": base.version, "version": self.version}
-        staged = StagedWeights(encode_delta(held.state, base.state, new_id=held.weights_id, **versions), **where)
-        self.last.delta_bytes += staged.nbytes
-        return staged
+        return StagedWeights(encode_delta(held.state, base.state, new_id=held.weights_id, **versions), **where)
 
     def _cast(self, dtype: str) -> HeldWeights:
         """This version cast to `dtype` (once), under a new weights id: what the servers of that dtype get."""
