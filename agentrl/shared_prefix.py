@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 MIN_SHARED_TOKENS = 16
 """A shorter common prefix is not worth a second forward call."""
@@ -50,10 +53,11 @@ def forward_with_shared_prefix(
     """`model(...)` over left-padded rows whose first `shared` real tokens are the same, with that prefix run once.
 
     The rows' remainders keep their columns (a row whose prompt starts later has its prefix columns masked), so the
-    output's last `logits_to_keep` logits line up with those of a plain forward over the rows.
+    output's last `logits_to_keep` logits line up with those of a plain forward over the rows. Each forward gets a
+    cache of its own (`StageCache`), so a model with gradient checkpointing replays its layers exactly.
     """
-    _, with_cache = new_cache(model)
-    out, _ = prefix_once(model, input_ids, attention_mask, position_ids, shared, with_cache, logits_to_keep)
+    out, _, _ = prefix_once(model, input_ids, attention_mask, position_ids, shared, StageCache.first(model),
+                            logits_to_keep, restage=StageCache.following)  # fmt: skip
     return out
 
 
@@ -98,32 +102,41 @@ def forward_with_shared_prompts(
     firsts, row_prompt = prompts
     head = prompt_len - 1
     ids, mask, positions = (t[firsts, :head] for t in (input_ids, attention_mask, position_ids))
-    cache, with_cache = new_cache(model)
     shared = common_prefix(ids, mask, head + 1)  # the distinct prompts' own common prefix (a system prompt)
     if shared >= MIN_SHARED_TOKENS:
-        _, cached = prefix_once(model, ids, mask, positions, shared, with_cache, 1)
+        _, cached, cache = prefix_once(
+            model, ids, mask, positions, shared, StageCache.first(model), 1, restage=StageCache.following
+        )
     else:
         start = int(mask.int().argmax(dim=1).min())
+        cache = StageCache.first(model)
         model(input_ids=ids[:, start:], attention_mask=mask[:, start:], position_ids=positions[:, start:],
-              use_cache=True, logits_to_keep=1, **with_cache)  # fmt: skip
+              use_cache=True, logits_to_keep=1, **{cache_argument(model): cache})  # fmt: skip
         cached = mask[:, start:]
-    cache.batch_select_indices(row_prompt)
     return model(
         input_ids=input_ids[:, head:],
         attention_mask=torch.cat([cached[row_prompt], attention_mask[:, head:]], dim=1),
         position_ids=position_ids[:, head:],
         use_cache=True,
         logits_to_keep=logits_to_keep,
-        **with_cache,
+        **{cache_argument(model): StageCache.following(cache, row_prompt)},
     )
 
 
 def new_cache(model: torch.nn.Module) -> tuple[Any, dict[str, Any]]:
     """An empty `DynamicCache`, and the keyword argument that passes it to `model`'s forward."""
-    from transformers import DynamicCache
-
     cache = DynamicCache(config=getattr(model, "config", None))
     return cache, {cache_argument(model): cache}
+
+
+Restage = Callable[[Any, torch.Tensor], Any]
+"""Given the cache after one forward and a row index, the cache the next forward runs on (its rows: the index's)."""
+
+
+def in_place(cache: Any, rows: torch.Tensor) -> Any:
+    """The same `DynamicCache`, its rows selected: decoding goes on from it (the hf server)."""
+    cache.batch_select_indices(rows)
+    return cache
 
 
 def prefix_once(
@@ -132,18 +145,18 @@ def prefix_once(
     attention_mask: torch.Tensor,
     position_ids: torch.Tensor,
     shared: int,
-    with_cache: dict[str, Any],
+    cache: Any,
     logits_to_keep: int,
-) -> tuple[Any, torch.Tensor]:
-    """The rows' first `shared` real tokens run once, then the rest of their columns on top, into the cache in
-    `with_cache`; the output and the attention mask over every cached column."""
+    restage: Restage = in_place,
+) -> tuple[Any, torch.Tensor, Any]:
+    """The rows' first `shared` real tokens run once into `cache`, then the rest of their columns on top (in the
+    cache `restage` gives). Returns the output, the attention mask over every cached column and the cache."""
     rows = input_ids.shape[0]
     firsts = attention_mask.int().argmax(dim=1)
     start = int(firsts.min())
     prefix = input_ids[:1, int(firsts[0]) : int(firsts[0]) + shared]
-    cache = next(iter(with_cache.values()))
-    model(input_ids=prefix, use_cache=True, logits_to_keep=1, **with_cache)
-    cache.batch_repeat_interleave(rows)
+    model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{cache_argument(model): cache})
+    cache = restage(cache, torch.zeros(rows, dtype=torch.long, device=input_ids.device))
     columns = torch.arange(start + shared, input_ids.shape[1], device=input_ids.device)
     in_prefix = columns[None, :] < (firsts[:, None] + shared)  # columns of each row's own copy of the prefix
     rest_mask = attention_mask[:, start + shared :].masked_fill(in_prefix, 0)
@@ -154,9 +167,78 @@ def prefix_once(
         position_ids=position_ids[:, start + shared :],
         use_cache=True,
         logits_to_keep=logits_to_keep,
-        **with_cache,
+        **{cache_argument(model): cache},
     )
-    return out, full_mask
+    return out, full_mask, cache
+
+
+class StageLayer(DynamicLayer):
+    """One layer's keys and values for one forward: those of the forwards before it (`past`, never changed) and,
+    once the forward ran, the new ones after them. A layer replayed by gradient checkpointing's backward gets the
+    same keys again, where a growing cache would append its tokens a second time."""
+
+    def __init__(self, past: tuple[torch.Tensor, torch.Tensor] | None = None):
+        super().__init__()
+        self.past = past
+        if past is not None:
+            self.keys, self.values = past
+            self.is_initialized, self.device = True, past[0].device
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.past is None:
+            self.keys, self.values = key_states, value_states
+        else:
+            self.keys = torch.cat([self.past[0], key_states], dim=-2)
+            self.values = torch.cat([self.past[1], value_states], dim=-2)
+        self.is_initialized, self.device = True, key_states.device
+        return self.keys, self.values
+
+
+class StageCache(DynamicCache):
+    """The cache of one training forward of a shared prefix: what the forwards before it computed, read only, and
+    what this one adds. The next forward gets a new one (`following`), so every forward's layers can be replayed
+    (gradient checkpointing) and gradients reach the shared keys and values through each row's copy."""
+
+    def __init__(self, layers: list[StageLayer]):
+        Cache.__init__(self, layers=layers)
+
+    @classmethod
+    def first(cls, model: torch.nn.Module) -> StageCache:
+        """An empty cache with a layer for each of `model`'s decoder layers."""
+        config = getattr(model, "config", None)
+        count = config.get_text_config(decoder=True).num_hidden_layers if config is not None else 0
+        return cls([StageLayer() for _ in range(count)])
+
+    @classmethod
+    def following(cls, cache: StageCache, rows: torch.Tensor) -> StageCache:
+        """The cache of the next forward: `cache`'s keys and values so far, for `rows` (an index into its rows)."""
+        return cls([StageLayer((layer.keys[rows], layer.values[rows])) for layer in cache.layers])
+
+
+def unshareable_reason(model: torch.nn.Module, gradient_checkpointing: bool) -> str | None:
+    """Why `model` cannot run a shared prefix in training, or None: every layer must attend to all keys (a
+    sliding window's cache keeps only the last ones), and a checkpointed layer must be allowed to keep its cache."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return "the model has no config (its layers cannot be counted)"
+    decoder = config.get_text_config(decoder=True)
+    sliding = [t for t in getattr(decoder, "layer_types", None) or [] if t != "full_attention"]
+    if sliding:
+        return f"the model has layers of type {sorted(set(sliding))}, and only full attention is supported"
+    if gradient_checkpointing:
+        layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+        if not layers or not all(hasattr(m, "_can_checkpoint_with_cache") for m in layers):
+            return "this transformers version drops a checkpointed layer's cache (it has no _can_checkpoint_with_cache)"
+    return None
+
+
+def keep_cache_when_checkpointed(model: torch.nn.Module) -> None:
+    """Let `model`'s checkpointed layers keep the cache they are given: a `StageCache` replays exactly."""
+    for module in model.modules():
+        if isinstance(module, GradientCheckpointingLayer):
+            module._can_checkpoint_with_cache = True
 
 
 def cache_argument(model: torch.nn.Module) -> str:

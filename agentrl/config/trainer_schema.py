@@ -170,5 +170,6 @@ class TrainerConfig(_Section):
         description="run the prompt prefix all rows of a micro-batch share (a system prompt) once rather than once "
         "per row, and a whole prompt several rows repeat (a group's samples, gym turns from one state) once: the same "
         "logprobs and gradients for less compute where replies are short next to their prompts (gym: 8.6x with the "
-        "batch in one micro-batch); ignored with gradient_checkpointing or several ranks",
+        "batch in one micro-batch); composes with gradient_checkpointing and several ranks; refused, with a warning, "
+        "for models with sliding-window layers",
     )

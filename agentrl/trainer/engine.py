@@ -8,6 +8,7 @@ own rows of the batch and gradients are averaged across ranks. Every rank runs t
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from agentrl.config.schema import TrainerConfig
+from agentrl.shared_prefix import keep_cache_when_checkpointed, unshareable_reason
 from agentrl.trainer.batch import PaddedBatch
 from agentrl.trainer.forward import (
     response_logprobs,
@@ -25,6 +27,8 @@ from agentrl.trainer.forward import (
 )
 from agentrl.trainer.host_memory import map_large_allocations, release_freed_memory
 from agentrl.weights_io import tied_aliases
+
+logger = logging.getLogger(__name__)
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
@@ -107,9 +111,15 @@ class PolicyEngine:
             map_large_allocations()  # else glibc keeps every step's peak of activations (see host_memory)
         if self.config.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.share_prefix = self._can_share_prefix(model)
         self.world_size = mesh.size() if mesh is not None else 1
         if self.world_size > 1:
             shard_model(model, mesh)
+            if self.share_prefix:
+                # a layer runs twice in a shared-prefix forward, so backward passes it twice: it keeps its
+                # gathered weights until the micro-batch's backward is done (`_reshard`), not after the first pass
+                for module in _fsdp_modules(model):
+                    module.set_reshard_after_backward(False)
         params = [p for p in model.parameters() if p.requires_grad]
         # the fused kernel (CPU and CUDA) is several times faster than the per-tensor loop, same update
         fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
@@ -191,6 +201,8 @@ class PolicyEngine:
             micro_metrics = {**micro_metrics, "entropy": entropy[0]}
             # FSDP averages gradients over ranks and the loss is a global sum; padding micro-batches weigh 0
             (loss * (self.world_size if real else 0.0)).backward()
+            if self.share_prefix and self.world_size > 1:
+                _reshard(self.model)
             if not real:  # same metric keys on every rank (they are reduced together), no values
                 micro_metrics = dict.fromkeys(micro_metrics, 0.0)
             _accumulate(metrics, micro_metrics, token_share(batch, rows) if real else 0.0)
@@ -207,11 +219,18 @@ class PolicyEngine:
             release_freed_memory()
         return metrics
 
-    @property
-    def share_prefix(self) -> bool:
-        """Whether forwards run the rows' shared prompt prefix once: asked for, one rank (two forwards before a
-        backward are untested under FSDP) and no gradient checkpointing (a checkpointed model drops the cache)."""
-        return self.config.share_prompt_prefix and not self.config.gradient_checkpointing and self.world_size == 1
+    def _can_share_prefix(self, model: torch.nn.Module) -> bool:
+        """Whether forwards run the rows' shared prompt prefix once: asked for, and the model supports it (with
+        gradient checkpointing its layers are told to keep the cache: each forward's is replay-safe)."""
+        if not self.config.share_prompt_prefix:
+            return False
+        reason = unshareable_reason(model, self.config.gradient_checkpointing)
+        if reason is not None:
+            logger.warning("trainer.share_prompt_prefix is off: %s; every row runs its whole prompt", reason)
+            return False
+        if self.config.gradient_checkpointing:
+            keep_cache_when_checkpointed(model)
+        return True
 
     @property
     def compute_dtype(self) -> torch.dtype:
@@ -255,6 +274,18 @@ class PolicyEngine:
         """The last step's full gradients by parameter name, on CPU (for tests and debugging; collective)."""
         params = [(name, p) for name, p in self.model.named_parameters() if p.grad is not None]
         return {name: _full(p.grad).detach().cpu().clone() for name, p in params}
+
+
+def _fsdp_modules(model: torch.nn.Module) -> list[Any]:
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+def _reshard(model: torch.nn.Module) -> None:
+    """Free every FSDP module's gathered weights (the next forward gathers the updated shards)."""
+    for module in _fsdp_modules(model):
+        module.reshard()
 
 
 def token_budget_slices(spans: list[tuple[int, int]], budget: int) -> list[slice]:

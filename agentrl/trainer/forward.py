@@ -86,6 +86,8 @@ def _response_forward(
     keep = input_ids.shape[1] - p + 1
     prompts = distinct_prompts(input_ids, mask, p) if share_prefix else None
     shared = common_prefix(input_ids, mask, p) if share_prefix and prompts is None else 0
+    if share_prefix and not same_on_every_rank(prompts is not None, shared >= MIN_SHARED_TOKENS, input_ids.device):
+        prompts, shared = None, 0
     with torch.autocast(input_ids.device.type, dtype=dtype, enabled=dtype != torch.float32):
         if prompts is not None:
             out = forward_with_shared_prompts(model, input_ids, mask, positions, p, prompts, keep)
@@ -99,6 +101,21 @@ def _response_forward(
     logp = all_logp.gather(-1, input_ids[:, p:].unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows, batch.prompt_len : end].to(logp.dtype)
     return all_logp, logp, real
+
+
+def same_on_every_rank(repeats: bool, prefix: bool, device: torch.device) -> bool:
+    """Whether every rank runs its micro-batch the same way (repeated prompts, a shared prefix, or neither). Under
+    FSDP each forward call gathers the weights, so ranks must make as many calls: where their rows differ, all run
+    plain forwards. True with one rank."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return True
+    way = torch.tensor([2 if repeats else 1 if prefix else 0], device=device)
+    lowest, highest = way.clone(), way.clone()
+    dist.all_reduce(lowest, op=dist.ReduceOp.MIN)
+    dist.all_reduce(highest, op=dist.ReduceOp.MAX)
+    return int(lowest) == int(highest)
 
 
 def _tempered(logits: torch.Tensor, batch: PaddedBatch, rows: slice) -> torch.Tensor:

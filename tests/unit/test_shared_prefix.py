@@ -92,9 +92,34 @@ def test_shared_prefix_runs_fewer_tokens_and_one_training_step_gives_the_same_gr
     assert widths[0] == len(SYSTEM) and sum(widths) < batch.input_ids.numel() - 2 * len(SYSTEM)
 
 
-def test_gradient_checkpointing_turns_prefix_sharing_off():
-    engine = PolicyEngine(tiny_model(), EngineConfig(share_prompt_prefix=True, gradient_checkpointing=True))
-    assert not engine.share_prefix
+@pytest.mark.parametrize("repeats", [False, True], ids=["a common prefix", "repeated prompts"])
+def test_with_gradient_checkpointing_the_shared_prefix_gives_the_same_gradients(repeats):
+    trajectories = rows_that_repeat_prompts() if repeats else rows_of_different_lengths()
+    plain = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3))
+    both = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3, share_prompt_prefix=True, gradient_checkpointing=True))
+    assert both.share_prefix
+    widths, layer_runs = [], []
+    both.model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].numel()), with_kwargs=True
+    )
+    first_layer = both.model.model.layers[0]
+    first_layer.self_attn.register_forward_pre_hook(lambda *_: layer_runs.append(1))
+    m_plain = policy_step(plain, TrainerConfig(), trajectories, 0)
+    m_both = policy_step(both, TrainerConfig(), trajectories, 0)
+    assert m_both["train/loss"] == pytest.approx(m_plain["train/loss"], abs=1e-6)
+    assert m_both["train/grad_norm"] == pytest.approx(m_plain["train/grad_norm"], rel=1e-4)
+    for (name, p), q in zip(plain.model.named_parameters(), both.model.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=2e-5), name
+    assert widths[0] <= len(SYSTEM)  # the prefix ran on its own
+    # every forward of the training step ran the layer twice (once more in backward): checkpointing was on
+    assert len(layer_runs) > len(widths)
+
+
+def test_sharing_is_refused_with_the_reason_for_a_model_with_sliding_window_layers(caplog):
+    model = tiny_model()
+    model.config.layer_types = ["sliding_attention"] * model.config.num_hidden_layers
+    engine = PolicyEngine(model, EngineConfig(share_prompt_prefix=True))
+    assert not engine.share_prefix and "sliding_attention" in caplog.text
     assert PolicyEngine(tiny_model(), EngineConfig(share_prompt_prefix=True)).share_prefix
 
 

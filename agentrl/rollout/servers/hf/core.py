@@ -75,7 +75,7 @@ class EngineCore:
         cache, with_cache = new_cache(self.model)
         shared = common_prefix(input_ids, mask, input_ids.shape[1])
         if shared >= MIN_SHARED_TOKENS:
-            out, mask = prefix_once(self.model, input_ids, mask, position_ids, shared, with_cache, 1)
+            out, mask, _ = prefix_once(self.model, input_ids, mask, position_ids, shared, cache, 1)
         else:
             out = self.model(
                 input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True, logits_to_keep=1,
