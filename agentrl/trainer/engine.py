@@ -110,7 +110,7 @@ class PolicyEngine:
         if self.device.type == "cpu":
             map_large_allocations()  # else glibc keeps every step's peak of activations (see host_memory)
         if self.config.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _enable_checkpointing(model)
         self.share_prefix = self._can_share_prefix(model)
         self.world_size = mesh.size() if mesh is not None else 1
         if self.world_size > 1:
@@ -274,6 +274,16 @@ class PolicyEngine:
         """The last step's full gradients by parameter name, on CPU (for tests and debugging; collective)."""
         params = [(name, p) for name, p in self.model.named_parameters() if p.grad is not None]
         return {name: _full(p.grad).detach().cpu().clone() for name, p in params}
+
+
+def _enable_checkpointing(model: torch.nn.Module) -> None:
+    """Activation checkpointing, non-reentrant (gradients must reach tensors a layer gets by keyword: a shared
+    prefix's keys and values); `activation_checkpointing_enable` where transformers has it (its old name warns)."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _fsdp_modules(model: torch.nn.Module) -> list[Any]:
