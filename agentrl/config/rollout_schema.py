@@ -135,6 +135,12 @@ class RolloutConfig(_Section):
         default_factory=dict, description="custom Ray resources each worker needs, e.g. {docker: 1} for sandbox hosts"
     )
     max_job_retries: int = Field(1, ge=0, description="times a trajectory whose worker died is run again elsewhere")
+    job_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="deadline of one job on a rollout worker: past it the worker is taken as stuck, restarted, and "
+        "its jobs run elsewhere; None: 5x the slowest job so far, at least twice trajectory_timeout_s",
+    )
     worker_max_restarts: int = Field(3, ge=0, description="times Ray restarts a rollout worker actor that died")
     n: int = Field(4, ge=1, description="samples per prompt (the GRPO group size)")
     max_concurrency: int = Field(64, ge=1, description="trajectories in flight at once")

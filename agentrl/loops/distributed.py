@@ -8,7 +8,9 @@ trajectories, whatever the number of workers).
 A worker that dies (node lost, OOM, `ray.kill`) loses nothing silently: its in-flight jobs go back to the queue
 and run on a live worker, up to `rollout.max_job_retries` times; after that each becomes a `worker_lost`
 trajectory (an infrastructure failure, not trained on). Ray restarts the actor (`rollout.worker_max_restarts`);
-the containers of the dead one are removed by the orphan sweep of its node.
+the containers of the dead one are removed by the orphan sweep of its node. A worker alive but stuck (a job past
+its deadline, `rollout.job_timeout_s`, by default derived from the run's own job times) is killed so that Ray
+restarts it, and its jobs go back to the queue the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from agentrl.config.schema import AgentRLConfig, RolloutConfig
+from agentrl.deadline import AdaptiveDeadline
 from agentrl.errors import InfrastructureError
 from agentrl.loops.jobs import Job, JobRunner
 from agentrl.loops.worker import RolloutWorker
@@ -80,6 +83,10 @@ class DistributedRolloutManager(JobRunner):
         self.show_progress = show_progress
         self.job_retries = 0
         """Jobs sent again after their worker died, since the start."""
+        self.stuck_workers = 0
+        """Workers restarted because a job passed its deadline, since the start."""
+        self.job_deadline = job_deadline(rollout)
+        self._reported_stuck = 0
         self._reported_retries = 0
         self._seen: dict[str, dict[str, Any]] = {}
         """Each worker's stats at the previous `take_metrics` (its counters are totals since it started)."""
@@ -121,13 +128,16 @@ class DistributedRolloutManager(JobRunner):
             await asyncio.gather(*slots, return_exceptions=True)
 
     async def take_metrics(self, wall_s: float) -> dict[str, float]:
-        """Since the previous call: `rollout/job_retries`, the workers' `rollout/worker_server_retries` and
+        """Since the previous call: `rollout/job_retries`, `rollout/stuck_workers` (restarted for a job past its
+        deadline), the workers' `rollout/worker_server_retries` and
         `rollout/worker_replica_restarts` (the failovers of the workers' own clients; the driver's own are
         `rollout/server_retries` and `rollout/replica_restarts`), and `perf/rollout_worker_busy/<worker>` (the
         share of the worker's slots busy over `wall_s` seconds of rollout); `rollout/live_workers` now."""
         retries, self._reported_retries = self.job_retries - self._reported_retries, self.job_retries
+        stuck, self._reported_stuck = self.stuck_workers - self._reported_stuck, self.stuck_workers
         metrics = {
             "rollout/job_retries": float(retries),
+            "rollout/stuck_workers": float(stuck),
             "rollout/live_workers": float(sum(w.alive for w in self.workers)),
             "rollout/worker_server_retries": 0.0,
             "rollout/worker_replica_restarts": 0.0,
@@ -176,8 +186,18 @@ class DistributedRolloutManager(JobRunner):
 
         while worker.alive:
             job = await jobs.get()
+            deadline, started = self.job_deadline.seconds(), time.monotonic()
             try:
-                leaves = await worker.actor.run.remote(job)
+                async with asyncio.timeout(deadline):
+                    leaves = await worker.actor.run.remote(job)
+            except TimeoutError:
+                why = f"rollout worker {worker.name} did not finish a job within its deadline of {deadline:.0f} s"
+                await self._requeue(job, jobs, done, f"{why} (rollout.job_timeout_s)")
+                self.stuck_workers += 1
+                self._restart(worker)  # its other slots see it die, and requeue their jobs too
+                if not await self._revived(worker):
+                    worker.alive = False
+                continue
             except worker_lost_errors(ray) as exc:
                 # the actor died, or its result object was lost with the node or process that owned it: either
                 # way the job's trajectory never arrived, so it runs again (and is counted once, when it does)
@@ -186,6 +206,7 @@ class DistributedRolloutManager(JobRunner):
                     worker.alive = False
                 continue
             worker.jobs += 1
+            self.job_deadline.observe(time.monotonic() - started)
             await done.put(checked_leaves(leaves, worker.name))
 
     async def _requeue(
@@ -198,6 +219,14 @@ class DistributedRolloutManager(JobRunner):
             await done.put([lost(job, f"{why} (after {job.attempt} retries, rollout.max_job_retries)")])
 
     @staticmethod
+    def _restart(worker: WorkerSlot) -> None:
+        """Kill a stuck worker's actor; Ray restarts it (`rollout.worker_max_restarts`)."""
+        import ray
+
+        with contextlib.suppress(Exception):  # already dead: nothing to kill
+            ray.kill(worker.actor, no_restart=False)
+
+    @staticmethod
     async def _revived(worker: WorkerSlot) -> bool:
         """Whether Ray restarted the worker's actor (it answers again within the timeout)."""
         with contextlib.suppress(Exception):
@@ -205,6 +234,13 @@ class DistributedRolloutManager(JobRunner):
                 await worker.actor.start.remote()
             return True
         return False
+
+
+def job_deadline(rollout: RolloutConfig) -> AdaptiveDeadline:
+    """A worker job's deadline: `rollout.job_timeout_s`, else 5x the slowest job so far and at least twice a
+    trajectory's own limit (a job holds one trajectory, or one tree whose branches run at once)."""
+    floor = 2 * rollout.trajectory_timeout_s
+    return AdaptiveDeadline(explicit=rollout.job_timeout_s, first=floor, floor=floor, factor=5.0)
 
 
 def worker_lost_errors(ray: Any) -> tuple[type[BaseException], ...]:

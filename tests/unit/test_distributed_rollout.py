@@ -91,6 +91,53 @@ async def test_a_dead_workers_jobs_are_retried_on_a_live_one() -> None:
     assert metrics["rollout/job_retries"] == len(retried) and metrics["rollout/live_workers"] == 1.0
 
 
+class HangingWorker(FakeWorker):
+    """Its first job never returns (a worker alive but stuck) until it is killed and restarted."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, 0.01, restarts=True)
+        self.hung = False
+
+    async def _run(self, job) -> list[Trajectory]:
+        if not self.ran and not self.hung:
+            self.hung = True
+            while not self.dead:
+                await asyncio.sleep(0.01)
+            raise ray_exceptions.RayActorError()
+        return await super()._run(job)
+
+
+async def test_a_stuck_worker_is_restarted_and_its_job_runs_again(monkeypatch) -> None:
+    stuck, healthy = HangingWorker("w1"), FakeWorker("w0", 0.01)
+    killed: list[str] = []
+
+    def kill(worker: WorkerSlot) -> None:
+        killed.append(worker.name)
+        worker.actor.dead = True  # as ray.kill: its calls fail; start() answers again once Ray restarted it
+
+    monkeypatch.setattr(DistributedRolloutManager, "_restart", staticmethod(kill))
+    slots = [WorkerSlot(w.name, w) for w in (healthy, stuck)]
+    m = DistributedRolloutManager(slots, Router(["http://a:1"]), RolloutConfig(n=2, job_timeout_s=0.3), 1, 1)
+    out = [t async for t in m.stream(SAMPLES[:3])]
+    assert sorted((t.metadata["sample_position"], t.sample_index) for t in out) == [
+        (p, k) for p in range(3) for k in range(2)
+    ]
+    assert all(t.stop_reason is StopReason.DONE for t in out) and killed == ["w1"]
+    assert [t.metadata["attempt"] for t in out].count(1) == 1  # the stuck job, run again
+    assert (await m.take_metrics(1.0))["rollout/stuck_workers"] == 1.0
+    assert stuck.ran  # restarted, it took jobs again
+
+
+def test_a_jobs_deadline_is_derived_from_the_runs_own_job_times() -> None:
+    from agentrl.loops.distributed import job_deadline
+
+    deadline = job_deadline(RolloutConfig(trajectory_timeout_s=100))
+    assert deadline.seconds() == 200  # before any job: twice a trajectory's limit
+    deadline.observe(50.0)
+    assert deadline.seconds() == 250  # 5x the slowest job
+    assert job_deadline(RolloutConfig(job_timeout_s=7)).seconds() == 7
+
+
 async def test_a_restarted_worker_keeps_taking_jobs() -> None:
     worker = FakeWorker("w0", 0.01, restarts=True)
     m = manager([worker], concurrency=1)
