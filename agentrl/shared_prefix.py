@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -93,16 +94,17 @@ def forward_with_shared_prompts(
     prompt_len: int,
     prompts: tuple[torch.Tensor, torch.Tensor],
     logits_to_keep: int,
+    shared: int = 0,
 ) -> Any:
     """`model(...)` over left-padded rows that repeat prompts (`distinct_prompts`): each distinct prompt runs once
-    (and the prefix all of them share, once for all), its keys and values are repeated for each of its rows, and
-    the rows' last prompt token and responses run on top. The output's last `logits_to_keep` logits (at most the
-    columns from the last prompt token on) line up with those of a plain forward over the rows.
+    (and `shared`, the prefix all of them share (`prompts_prefix`), once for all when it is worth it), its keys and
+    values are repeated for each of its rows, and the rows' last prompt token and responses run on top. The output's
+    last `logits_to_keep` logits (at most the columns from the last prompt token on) line up with those of a plain
+    forward over the rows.
     """
     firsts, row_prompt = prompts
     head = prompt_len - 1
     ids, mask, positions = (t[firsts, :head] for t in (input_ids, attention_mask, position_ids))
-    shared = common_prefix(ids, mask, head + 1)  # the distinct prompts' own common prefix (a system prompt)
     if shared >= MIN_SHARED_TOKENS:
         _, cached, cache = prefix_once(
             model, ids, mask, positions, shared, StageCache.first(model), 1, restage=StageCache.following
@@ -121,6 +123,60 @@ def forward_with_shared_prompts(
         logits_to_keep=logits_to_keep,
         **{cache_argument(model): StageCache.following(cache, row_prompt)},
     )
+
+
+def prompts_prefix(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int, prompts: tuple[torch.Tensor, torch.Tensor]
+) -> int:
+    """The prefix the distinct prompts of `distinct_prompts` share (a system prompt), in tokens."""
+    firsts, head = prompts[0], prompt_len - 1
+    return common_prefix(input_ids[firsts, :head], attention_mask[firsts, :head], head + 1)
+
+
+@dataclass
+class SharingPlan:
+    """How one micro-batch's forward runs: `way` 0 plainly, 1 with the rows' common prefix once (`shared` tokens),
+    2 with each repeated prompt once (`prompts`), 3 as 2 with the distinct prompts' own common prefix once. Each way
+    makes its own number of forward calls (1, 2, 2, 3): under FSDP the ranks must agree on it (`downgraded`)."""
+
+    way: int = 0
+    shared: int = 0
+    prompts: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @classmethod
+    def of(cls, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int) -> SharingPlan:
+        """The cheapest exact way for these left-padded rows."""
+        prompts = distinct_prompts(input_ids, attention_mask, prompt_len)
+        if prompts is not None:
+            shared = prompts_prefix(input_ids, attention_mask, prompt_len, prompts)
+            return cls(3, shared, prompts) if shared >= MIN_SHARED_TOKENS else cls(2, 0, prompts)
+        shared = common_prefix(input_ids, attention_mask, prompt_len)
+        return cls(1, shared) if shared >= MIN_SHARED_TOKENS else cls()
+
+    def downgraded(self) -> SharingPlan:
+        """The plain way (where the ranks' plans differ)."""
+        return SharingPlan()
+
+    def forward(
+        self,
+        model: torch.nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        prompt_len: int,
+        logits_to_keep: int,
+    ) -> Any:
+        """`model(...)` over the rows, run this plan's way."""
+        if self.prompts is not None:
+            return forward_with_shared_prompts(
+                model, input_ids, attention_mask, position_ids, prompt_len, self.prompts, logits_to_keep, self.shared
+            )
+        if self.way == 1:
+            return forward_with_shared_prefix(
+                model, input_ids, attention_mask, position_ids, self.shared, logits_to_keep
+            )
+        return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
+                     logits_to_keep=logits_to_keep)  # fmt: skip
 
 
 def new_cache(model: torch.nn.Module) -> tuple[Any, dict[str, Any]]:
@@ -214,7 +270,8 @@ class StageCache(DynamicCache):
     @classmethod
     def following(cls, cache: StageCache, rows: torch.Tensor) -> StageCache:
         """The cache of the next forward: `cache`'s keys and values so far, for `rows` (an index into its rows)."""
-        return cls([StageLayer((layer.keys[rows], layer.values[rows])) for layer in cache.layers])
+        return cls([StageLayer(None if layer.keys is None else (layer.keys[rows], layer.values[rows]))
+                    for layer in cache.layers])  # fmt: skip
 
 
 def unshareable_reason(model: torch.nn.Module, gradient_checkpointing: bool) -> str | None:

@@ -204,3 +204,13 @@ class RolloutConfig(_Section):
         "as aborted), or resume: interrupted and continued from their exact prefix with the new weights (partial "
         "rollouts; every token keeps the version that generated it)",
     )
+
+    @model_validator(mode="after")
+    def _job_outlives_its_trajectories(self) -> RolloutConfig:
+        if self.job_timeout_s is not None and self.job_timeout_s < self.trajectory_timeout_s:
+            raise ValueError(
+                f"rollout.job_timeout_s ({self.job_timeout_s:g} s) is below rollout.trajectory_timeout_s "
+                f"({self.trajectory_timeout_s:g} s): a healthy worker would be killed mid-trajectory; set it to at "
+                "least the trajectory limit, or leave it unset (derived from the run's own jobs)"
+            )
+        return self

@@ -50,6 +50,8 @@ class WorkerSlot:
     actor: Any
     alive: bool = True
     jobs: int = 0
+    restarts: int = 0
+    """Times the driver killed the actor for being stuck (its slots' jobs started before that are lost with it)."""
 
 
 class DistributedRolloutManager(JobRunner):
@@ -186,15 +188,19 @@ class DistributedRolloutManager(JobRunner):
 
         while worker.alive:
             job = await jobs.get()
-            deadline, started = self.job_deadline.seconds(), time.monotonic()
+            deadline, started, restarts = self.job_deadline.seconds(), time.monotonic(), worker.restarts
             try:
-                async with asyncio.timeout(deadline):
+                async with asyncio.timeout(deadline) as clock:
                     leaves = await worker.actor.run.remote(job)
             except TimeoutError:
+                if not clock.expired():
+                    raise  # the job's own error, raised again by Ray: not a stuck worker
                 why = f"rollout worker {worker.name} did not finish a job within its deadline of {deadline:.0f} s"
                 await self._requeue(job, jobs, done, f"{why} (rollout.job_timeout_s)")
-                self.stuck_workers += 1
-                self._restart(worker)  # its other slots see it die, and requeue their jobs too
+                if worker.restarts == restarts:  # the first of its slots to notice kills it, once
+                    worker.restarts += 1
+                    self.stuck_workers += 1
+                    self._restart(worker)
                 if not await self._revived(worker):
                     worker.alive = False
                 continue

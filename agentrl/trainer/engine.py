@@ -25,6 +25,7 @@ from agentrl.trainer.forward import (
     response_logprobs_and_entropy,
     row_spans,
 )
+from agentrl.trainer.fsdp_gather import release_gathered
 from agentrl.trainer.host_memory import map_large_allocations, release_freed_memory
 from agentrl.weights_io import tied_aliases
 
@@ -115,11 +116,6 @@ class PolicyEngine:
         self.world_size = mesh.size() if mesh is not None else 1
         if self.world_size > 1:
             shard_model(model, mesh)
-            if self.share_prefix:
-                # a layer runs twice in a shared-prefix forward, so backward passes it twice: it keeps its
-                # gathered weights until the micro-batch's backward is done (`_reshard`), not after the first pass
-                for module in _fsdp_modules(model):
-                    module.set_reshard_after_backward(False)
         params = [p for p in model.parameters() if p.requires_grad]
         # the fused kernel (CPU and CUDA) is several times faster than the per-tensor loop, same update
         fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
@@ -202,7 +198,7 @@ class PolicyEngine:
             # FSDP averages gradients over ranks and the loss is a global sum; padding micro-batches weigh 0
             (loss * (self.world_size if real else 0.0)).backward()
             if self.share_prefix and self.world_size > 1:
-                _reshard(self.model)
+                release_gathered(self.model)  # a shared-prefix micro-batch kept them gathered through its backward
             if not real:  # same metric keys on every rank (they are reduced together), no values
                 micro_metrics = dict.fromkeys(micro_metrics, 0.0)
             _accumulate(metrics, micro_metrics, token_share(batch, rows) if real else 0.0)
@@ -284,18 +280,6 @@ def _enable_checkpointing(model: torch.nn.Module) -> None:
         enable(activation_checkpointing_kwargs={"use_reentrant": False})
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-
-
-def _fsdp_modules(model: torch.nn.Module) -> list[Any]:
-    from torch.distributed.fsdp import FSDPModule
-
-    return [m for m in model.modules() if isinstance(m, FSDPModule)]
-
-
-def _reshard(model: torch.nn.Module) -> None:
-    """Free every FSDP module's gathered weights (the next forward gathers the updated shards)."""
-    for module in _fsdp_modules(model):
-        module.reshard()
 
 
 def token_budget_slices(spans: list[tuple[int, int]], budget: int) -> list[slice]:

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import torch
 
-from agentrl.shared_prefix import (
-    MIN_SHARED_TOKENS,
-    common_prefix,
-    distinct_prompts,
-    forward_with_shared_prefix,
-    forward_with_shared_prompts,
-)
+from agentrl.shared_prefix import SharingPlan
 from agentrl.trainer.batch import PaddedBatch
 from agentrl.trainer.choices import choice_entropy, turn_first_tokens
+from agentrl.trainer.fsdp_gather import keep_gathered_through_backward
 
 
 def response_logprobs(
@@ -84,38 +79,30 @@ def _response_forward(
     # The LM head runs only where a response token is predicted: over a long prompt it was most of the logits'
     # compute and memory (vocabulary-sized rows that were sliced off unused).
     keep = input_ids.shape[1] - p + 1
-    prompts = distinct_prompts(input_ids, mask, p) if share_prefix else None
-    shared = common_prefix(input_ids, mask, p) if share_prefix and prompts is None else 0
-    if share_prefix and not same_on_every_rank(prompts is not None, shared >= MIN_SHARED_TOKENS, input_ids.device):
-        prompts, shared = None, 0
+    plan = SharingPlan.of(input_ids, mask, p) if share_prefix else SharingPlan()
+    if share_prefix and not same_on_every_rank(plan.way, input_ids.device):
+        plan = plan.downgraded()
+    if plan.way and torch.is_grad_enabled():
+        keep_gathered_through_backward(model)  # a layer runs more than once: its backward passes it as often
     with torch.autocast(input_ids.device.type, dtype=dtype, enabled=dtype != torch.float32):
-        if prompts is not None:
-            out = forward_with_shared_prompts(model, input_ids, mask, positions, p, prompts, keep)
-        elif shared >= MIN_SHARED_TOKENS:
-            out = forward_with_shared_prefix(model, input_ids, mask, positions, shared, keep)
-        else:
-            out = model(
-                input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False, logits_to_keep=keep
-            )
+        out = plan.forward(model, input_ids, mask, positions, p, keep)
     all_logp = torch.log_softmax(_tempered(out.logits[:, :-1, :].float(), batch, rows), dim=-1)
     logp = all_logp.gather(-1, input_ids[:, p:].unsqueeze(-1)).squeeze(-1)
     real = batch.attention_mask[rows, batch.prompt_len : end].to(logp.dtype)
     return all_logp, logp, real
 
 
-def same_on_every_rank(repeats: bool, prefix: bool, device: torch.device) -> bool:
-    """Whether every rank runs its micro-batch the same way (repeated prompts, a shared prefix, or neither). Under
-    FSDP each forward call gathers the weights, so ranks must make as many calls: where their rows differ, all run
-    plain forwards. True with one rank."""
+def same_on_every_rank(way: int, device: torch.device) -> bool:
+    """Whether every rank runs its micro-batch the same way (`SharingPlan.way`). Under FSDP each forward call
+    gathers the weights, so ranks must make as many calls: where their rows differ, all run plain forwards. True
+    with one rank."""
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return True
-    way = torch.tensor([2 if repeats else 1 if prefix else 0], device=device)
-    lowest, highest = way.clone(), way.clone()
-    dist.all_reduce(lowest, op=dist.ReduceOp.MIN)
-    dist.all_reduce(highest, op=dist.ReduceOp.MAX)
-    return int(lowest) == int(highest)
+    ways = torch.tensor([way, -way], device=device)
+    dist.all_reduce(ways, op=dist.ReduceOp.MAX)  # the highest way, and minus the lowest
+    return int(ways[0]) == -int(ways[1])
 
 
 def _tempered(logits: torch.Tensor, batch: PaddedBatch, rows: slice) -> torch.Tensor:

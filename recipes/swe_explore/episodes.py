@@ -34,8 +34,8 @@ def read_episodes(path: Path) -> list[Trajectory]:
 
 
 def task_start(traj: Trajectory) -> int:
-    """The index of the task's own issue: the last user message (the worked examples come before it)."""
-    return max(i for i, m in enumerate(traj.messages) if m.role == "user")
+    """The index of the task's own issue: the last user message (the worked examples come before it); 0 if none."""
+    return max((i for i, m in enumerate(traj.messages) if m.role == "user"), default=0)
 
 
 def tool_names(traj: Trajectory) -> list[str]:
@@ -70,14 +70,18 @@ def summarize(episodes: list[Trajectory]) -> dict[str, Any]:
             sum(explored_before_editing(tool_names(t)) for t in resolved) / max(len(resolved), 1), 3
         ),
         "turns": dict(sorted(Counter(t.num_turns for t in episodes).items())),
-        "stop_reasons": dict(Counter(t.stop_reason.value for t in episodes).most_common()),
+        "stop_reasons": dict(Counter(stop_reason(t) for t in episodes).most_common()),
     }
+
+
+def stop_reason(traj: Trajectory) -> str:
+    return traj.stop_reason.value if traj.stop_reason is not None else "none"
 
 
 def as_markdown(traj: Trajectory) -> str:
     """The episode from its issue on: the issue, each call and output, the graded diff and the reward."""
     lines = [f"**{traj.metadata.get('instance_id', '?')}**: reward {traj.reward}, {traj.num_turns} turns, "
-             f"stopped by `{traj.stop_reason.value}`", ""]  # fmt: skip
+             f"stopped by `{stop_reason(traj)}`", ""]  # fmt: skip
     for message in traj.messages[task_start(traj) :]:
         answer = f"`{message.name}` answers" if message.name else "The loop answers (no tool ran)"
         heading = {"user": "The issue", "assistant": "The policy", "tool": answer}

@@ -21,29 +21,46 @@ pytestmark = pytest.mark.integration
 SYSTEM = [(7 * i) % 50 + 3 for i in range(20)]  # a system prompt every row starts with (share_prompt_prefix)
 
 
-def trajectories(systems: tuple[list[int], ...] = ([],) * 4):
-    """Two groups of two rows; each row's prompt starts with its own of `systems`."""
+def row(prompt: list[int], response: list[int], group: str, reward: float) -> Trajectory:
+    return Trajectory(
+        segments=[
+            Segment(token_ids=prompt, trainable=False),
+            Segment(token_ids=response, trainable=True, logprobs=[-1.0] * len(response), policy_version=0),
+        ],
+        group_id=group,
+        reward=reward,
+    )
 
-    def t(prompt, response, group, reward):
-        system = systems[len(rows)]
-        return Trajectory(
-            segments=[
-                Segment(token_ids=[*system, *prompt], trainable=False),
-                Segment(token_ids=response, trainable=True, logprobs=[-1.0] * len(response), policy_version=0),
-            ],
-            group_id=group,
-            reward=reward,
-        )
 
-    rows: list[Trajectory] = []
-    for row in (
-        ([1, 2, 3], [4, 5, 6], "a", 1.0),
-        ([1, 2], [6, 5], "a", 0.0),
-        ([7], [8, 9, 10], "b", 1.0),
-        ([7, 7], [9], "b", 0.0),
-    ):
-        rows.append(t(*row))
-    return rows
+def repeats(rank0: list[list[int]], rank1: list[list[int]]) -> list[Trajectory]:
+    """Each prompt twice (a group of two samples, rewards 1 and 0), replies of different lengths, ordered so that
+    rank 0 trains on `rank0`'s rows and rank 1 on `rank1`'s."""
+
+    def samples(prompts: list[list[int]], rank: int) -> list[Trajectory]:
+        return [
+            row(p, [8 + i, 9][: 1 + i], f"r{rank}g{n}", float(i == 0)) for n, p in enumerate(prompts) for i in (0, 1)
+        ]
+
+    return [t for pair in zip(samples(rank0, 0), samples(rank1, 1), strict=True) for t in pair]
+
+
+S = SYSTEM
+# rank r trains on rows r::2 (then sorted by length): the cases choose what each rank's micro-batch holds
+CASES = {
+    "plain": [row([1, 2, 3], [4, 5, 6], "a", 1.0), row([1, 2], [6, 5], "a", 0.0),
+              row([7], [8, 9, 10], "b", 1.0), row([7, 7], [9], "b", 0.0)],
+    "shared_prefix": [row([*S, 1, 2, 3], [4, 5, 6], "a", 1.0), row([*S, 1, 2], [6, 5], "a", 0.0),
+                      row([*S, 7], [8, 9, 10], "b", 1.0), row([*S, 7, 7], [9], "b", 0.0)],
+    # rank 0's rows share a system prompt, rank 1's do not: both run plainly
+    "one_rank_shares": [row([*S, 1, 2, 3], [4, 5, 6], "a", 1.0), row([1, 2], [6, 5], "a", 0.0),
+                        row([*S, 7], [8, 9, 10], "b", 1.0), row([7, 7], [9], "b", 0.0)],
+    # each rank: two prompts under one system prompt, each repeated (3 forward calls each)
+    "repeats": repeats([[*S, 1, 5], [*S, 2, 5]], [[*S, 3, 5], [*S, 4, 5]]),
+    # rank 0: one prompt repeated (2 calls); rank 1: two prompts under one system prompt (3 calls): both run plainly
+    "repeats_differ": repeats([[*S, 1, 5], [*S, 1, 5]], [[*S, 3, 5], [*S, 4, 5]]),
+}  # fmt: skip
+SHARING = {"shared_prefix", "repeats"}
+"""The cases in which rank 0 runs a shared prefix on its own."""
 
 
 class _Capture(PolicyEngine):
@@ -54,10 +71,6 @@ class _Capture(PolicyEngine):
             for n, p in self.model.named_parameters()
         }
         return out
-
-
-# rank r trains on rows r::2: in the last case rank 0's rows share a system prompt and rank 1's do not
-PROMPTS = {"plain": ([],) * 4, "shared_prefix": (SYSTEM,) * 4, "one_rank_shares": (SYSTEM, [], SYSTEM, [])}
 
 
 def _rank(rank, world, port, out_path, case):
@@ -71,7 +84,7 @@ def _rank(rank, world, port, out_path, case):
     assert engine.share_prefix == share
     widths = []
     engine.model.register_forward_pre_hook(lambda _, a, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True)
-    trajs = trajectories(PROMPTS[case])
+    trajs = CASES[case]
     # advantages and loss denominators are global; each rank trains on its own rows
     metrics = policy_step(engine, TrainerConfig(), trajs, 0, shard=(rank, world))
     # metrics come back reduced over the ranks: every rank reports the global loss
@@ -87,12 +100,12 @@ def _rank(rank, world, port, out_path, case):
     os._exit(0)
 
 
-@pytest.mark.parametrize("case", list(PROMPTS))
+@pytest.mark.parametrize("case", list(CASES))
 def test_two_ranks_match_one(case, tmp_path):
-    """Plain; with the prompt prefix shared and gradient checkpointing on; and with only one rank's rows sharing a
-    prefix (where the ranks' rows differ, they agree on a plain forward rather than wait on each other)."""
+    """Plain, and with the prompt prefix shared and gradient checkpointing on: a common prefix, repeated prompts,
+    and ranks whose rows would run different ways (they agree on a plain forward rather than wait on each other)."""
     single = _Capture(tiny_model())
-    ref = policy_step(single, TrainerConfig(), trajectories(PROMPTS[case]), 0)
+    ref = policy_step(single, TrainerConfig(), CASES[case], 0)
     port = free_port()  # a pid-derived port could be taken (a gloo rank then aborts)
     mp.spawn(_rank, args=(2, port, str(tmp_path / "r.pt"), case), nprocs=2, join=True)
     got = torch.load(tmp_path / "r.pt")
@@ -103,4 +116,4 @@ def test_two_ranks_match_one(case, tmp_path):
     assert diff < 1e-5
     if case != "plain":
         prefix_alone = min(got["widths"]) <= len(SYSTEM)  # rank 0 ran the prefix on its own
-        assert prefix_alone == (case == "shared_prefix")
+        assert prefix_alone == (case in SHARING)

@@ -92,18 +92,15 @@ async def test_a_dead_workers_jobs_are_retried_on_a_live_one() -> None:
 
 
 class HangingWorker(FakeWorker):
-    """Its first job never returns (a worker alive but stuck) until it is killed and restarted."""
+    """Alive but stuck: its jobs never return until the driver kills it (Ray then restarts it, healthy)."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name, 0.01, restarts=True)
-        self.hung = False
+        self.hanging = True
 
     async def _run(self, job) -> list[Trajectory]:
-        if not self.ran and not self.hung:
-            self.hung = True
-            while not self.dead:
-                await asyncio.sleep(0.01)
-            raise ray_exceptions.RayActorError()
+        if self.hanging:
+            await asyncio.sleep(3600)  # cancelled when the driver gives up on it
         return await super()._run(job)
 
 
@@ -113,17 +110,19 @@ async def test_a_stuck_worker_is_restarted_and_its_job_runs_again(monkeypatch) -
 
     def kill(worker: WorkerSlot) -> None:
         killed.append(worker.name)
-        worker.actor.dead = True  # as ray.kill: its calls fail; start() answers again once Ray restarted it
+        worker.actor.hanging = False  # as ray.kill, then Ray's restart: a healthy actor
 
     monkeypatch.setattr(DistributedRolloutManager, "_restart", staticmethod(kill))
     slots = [WorkerSlot(w.name, w) for w in (healthy, stuck)]
-    m = DistributedRolloutManager(slots, Router(["http://a:1"]), RolloutConfig(n=2, job_timeout_s=0.3), 1, 1)
+    rollout = RolloutConfig(n=2, trajectory_timeout_s=0.3, job_timeout_s=0.3)
+    m = DistributedRolloutManager(slots, Router(["http://a:1"]), rollout, 2, 1)  # two slots on each worker
     out = [t async for t in m.stream(SAMPLES[:3])]
     assert sorted((t.metadata["sample_position"], t.sample_index) for t in out) == [
         (p, k) for p in range(3) for k in range(2)
     ]
-    assert all(t.stop_reason is StopReason.DONE for t in out) and killed == ["w1"]
-    assert [t.metadata["attempt"] for t in out].count(1) == 1  # the stuck job, run again
+    assert all(t.stop_reason is StopReason.DONE for t in out)
+    assert killed == ["w1"]  # once, though both its slots' jobs passed their deadline
+    assert [t.metadata["attempt"] for t in out].count(1) == 2  # the stuck jobs, run again
     assert (await m.take_metrics(1.0))["rollout/stuck_workers"] == 1.0
     assert stuck.ran  # restarted, it took jobs again
 
@@ -135,7 +134,21 @@ def test_a_jobs_deadline_is_derived_from_the_runs_own_job_times() -> None:
     assert deadline.seconds() == 200  # before any job: twice a trajectory's limit
     deadline.observe(50.0)
     assert deadline.seconds() == 250  # 5x the slowest job
-    assert job_deadline(RolloutConfig(job_timeout_s=7)).seconds() == 7
+    assert job_deadline(RolloutConfig(trajectory_timeout_s=5, job_timeout_s=7)).seconds() == 7
+    with pytest.raises(ValueError, match="below rollout.trajectory_timeout_s"):
+        RolloutConfig(trajectory_timeout_s=100, job_timeout_s=7)
+
+
+async def test_a_jobs_own_timeout_error_is_not_a_stuck_worker() -> None:
+    class Failing(FakeWorker):
+        async def _run(self, job) -> list[Trajectory]:
+            raise TimeoutError("the job's own")  # as Ray re-raises a remote TimeoutError
+
+    slots = [WorkerSlot("w0", Failing("w0"))]
+    m = DistributedRolloutManager(slots, Router(["http://a:1"]), RolloutConfig(n=1), 1, 1)
+    with pytest.raises(TimeoutError, match="the job's own"):
+        [t async for t in m.stream(SAMPLES[:1])]
+    assert m.stuck_workers == 0
 
 
 async def test_a_restarted_worker_keeps_taking_jobs() -> None:
