@@ -4,7 +4,8 @@
     python recipes/swe_explore/episodes.py RUN/trajectories/eval_step_0005.jsonl.gz --show keleshev__schema-typo1
 
 The first prints one JSON line: episodes, resolved, the mean turns of the resolved ones, the share of resolved
-episodes in which a test run or a file view came before the first edit, turns per episode and stop reasons. The
+episodes in which a test run or a file view came before the first edit, the episodes compacted (`agent.context`),
+turns per episode and stop reasons. The
 second prints the episode of that held-out bug from its issue on (the worked examples before it left out): each
 tool call, each output, and the diff graded.
 """
@@ -69,9 +70,15 @@ def summarize(episodes: list[Trajectory]) -> dict[str, Any]:
         "resolved_explored_first": round(
             sum(explored_before_editing(tool_names(t)) for t in resolved) / max(len(resolved), 1), 3
         ),
+        "compacted": sum(bool(compactions(t)) for t in episodes),
         "turns": dict(sorted(Counter(t.num_turns for t in episodes).items())),
         "stop_reasons": dict(Counter(stop_reason(t) for t in episodes).most_common()),
     }
+
+
+def compactions(traj: Trajectory) -> list[dict[str, Any]]:
+    """The episode's context compactions (`agent.context`), as the trajectory records them."""
+    return list((traj.metadata.get("context") or {}).get("compactions") or [])
 
 
 def stop_reason(traj: Trajectory) -> str:

@@ -38,7 +38,9 @@ def test_the_figures_count_only_the_task_and_the_resolved_episodes() -> None:
         episode("b", ["edit_line"], 1.0),  # the worked example's edit_line does not count as exploring first
         episode("c", ["run_tests", "run_tests", "view_lines"], 0.0, StopReason.TOOL_ERROR_LIMIT),
     ]
+    played[2].metadata["context"] = {"compactions": [{"turn": 2, "tokens_before": 900, "tokens_after": 400}]}
     figures = episodes.summarize(played)
+    assert figures["compacted"] == 1
     assert figures["resolved"] == 2 and figures["resolved_rate"] == pytest.approx(0.667)
     assert figures["resolved_mean_turns"] == 1.5 and figures["resolved_explored_first"] == 0.5
     assert figures["turns"] == {1: 1, 2: 1, 3: 1}
