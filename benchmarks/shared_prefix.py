@@ -13,6 +13,10 @@ on copies of the same model (fp32, CPU) take one `policy_step` each per round, a
 `--repeats` rounds after one unmeasured step each; the median of each is kept. The defaults are the measured
 `gym` recipe's: 68 shared of ~112 prompt tokens, 3-token replies, 40 turns a step.
 
+With `--trajectories RUN/trajectories/step_0005.jsonl.gz` the batch is a real step's instead (its first `--limit`
+rows, e.g. a `swe_explore` step: a group's 8 samples repeat a ~1,270-token prompt), and `--gradient-checkpointing`
+runs both engines with it.
+
 Printed last, one JSON object: `full_s` and `shared_s` (median step seconds) and `shared_speedup` (full over
 shared). Both engines make the same update (tests/unit/test_shared_prefix.py).
 """
@@ -59,6 +63,14 @@ def gym_like_rows(rows: int, prefix: int, state: int, reply: int, vocab: int, st
     return out
 
 
+def saved_rows(path: Path, limit: int) -> list[Trajectory]:
+    """The first `limit` trajectories a run saved (`RUN/trajectories/step_*.jsonl.gz`)."""
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        return [Trajectory.from_json(line) for line, _ in zip(f, range(limit), strict=False)]
+
+
 def load(quick: bool) -> torch.nn.Module:
     if quick:
         from tests.tiny_models import tiny_llama
@@ -78,16 +90,27 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=0, help="rows repeat this many states (0: none repeats)")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--micro-batch-tokens", type=int, default=2048)
+    parser.add_argument("--trajectories", type=Path, help="a run's step_*.jsonl.gz: train on its rows instead")
+    parser.add_argument("--limit", type=int, default=16, help="with --trajectories: its first rows")
+    parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a tiny random model and 2 rounds")
     args = parser.parse_args()
     repeats = 2 if args.quick else args.repeats
     base = load(args.quick)
     vocab = base.config.vocab_size
-    trajectories = gym_like_rows(args.rows, args.prefix, args.state, args.reply, vocab, args.states)
+    if args.trajectories is not None:
+        trajectories = saved_rows(args.trajectories, args.limit)
+    else:
+        trajectories = gym_like_rows(args.rows, args.prefix, args.state, args.reply, vocab, args.states)
     engines = {}
     for name, share in (("full", False), ("shared", True)):
         model = base if name == "shared" else copy.deepcopy(base)
-        config = EngineConfig(lr=1e-6, micro_batch_tokens=args.micro_batch_tokens, share_prompt_prefix=share)
+        config = EngineConfig(
+            lr=1e-6,
+            micro_batch_tokens=args.micro_batch_tokens,
+            share_prompt_prefix=share,
+            gradient_checkpointing=args.gradient_checkpointing,
+        )
         engines[name] = PolicyEngine(model, config)
     cfg = TrainerConfig(skip_zero_advantage=False)
     times: dict[str, list[float]] = {"full": [], "shared": []}
