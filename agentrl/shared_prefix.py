@@ -137,7 +137,7 @@ def prompts_prefix(
 class SharingPlan:
     """How one micro-batch's forward runs: `way` 0 plainly, 1 with the rows' common prefix once (`shared` tokens),
     2 with each repeated prompt once (`prompts`), 3 as 2 with the distinct prompts' own common prefix once. Each way
-    makes its own number of forward calls (1, 2, 2, 3): under FSDP the ranks must agree on it (`downgraded`)."""
+    makes its own number of forward calls (1, 2, 2, 3): under FSDP the ranks must agree on it, or all run plainly."""
 
     way: int = 0
     shared: int = 0
@@ -152,10 +152,6 @@ class SharingPlan:
             return cls(3, shared, prompts) if shared >= MIN_SHARED_TOKENS else cls(2, 0, prompts)
         shared = common_prefix(input_ids, attention_mask, prompt_len)
         return cls(1, shared) if shared >= MIN_SHARED_TOKENS else cls()
-
-    def downgraded(self) -> SharingPlan:
-        """The plain way (where the ranks' plans differ)."""
-        return SharingPlan()
 
     def forward(
         self,

@@ -81,7 +81,7 @@ def _response_forward(
     keep = input_ids.shape[1] - p + 1
     plan = SharingPlan.of(input_ids, mask, p) if share_prefix else SharingPlan()
     if share_prefix and not same_on_every_rank(plan.way, input_ids.device):
-        plan = plan.downgraded()
+        plan = SharingPlan()  # the ranks' rows differ: all run plainly
     if plan.way and torch.is_grad_enabled():
         keep_gathered_through_backward(model)  # a layer runs more than once: its backward passes it as often
     with torch.autocast(input_ids.device.type, dtype=dtype, enabled=dtype != torch.float32):

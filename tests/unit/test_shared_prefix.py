@@ -72,22 +72,33 @@ def test_shared_prefix_logprobs_equal_those_of_full_rows():
     assert torch.all(shared[padding] == 0) and torch.any(shared != 0)
 
 
+def forward_widths(engine: PolicyEngine) -> list[int]:
+    """The tokens of each forward call `engine`'s model makes from now on."""
+    widths: list[int] = []
+    engine.model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].numel()), with_kwargs=True
+    )
+    return widths
+
+
+def assert_same_update(plain: PolicyEngine, other: PolicyEngine, trajectories: list[Trajectory]) -> None:
+    """One `policy_step` each: the same loss, gradient norm and updated weights."""
+    m_plain = policy_step(plain, TrainerConfig(), trajectories, 0)
+    m_other = policy_step(other, TrainerConfig(), trajectories, 0)
+    assert m_other["train/loss"] == pytest.approx(m_plain["train/loss"], abs=1e-6)
+    assert m_other["train/grad_norm"] == pytest.approx(m_plain["train/grad_norm"], rel=1e-4)
+    for (name, p), q in zip(plain.model.named_parameters(), other.model.parameters(), strict=True):
+        # the same update; Adam's first step is lr * g / (|g| + 1e-8), so a gradient entry near 1e-8 moves by a
+        # few 1e-6 with float rounding alone (one entry of 2048 did, on this machine's CPU)
+        assert torch.allclose(p, q, atol=2e-5), name
+
+
 def test_shared_prefix_runs_fewer_tokens_and_one_training_step_gives_the_same_gradients():
     trajectories = rows_of_different_lengths()
     plain = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3))
     shared = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3, share_prompt_prefix=True))
-    widths: list[int] = []
-    shared.model.register_forward_pre_hook(
-        lambda _, args, kwargs: widths.append(kwargs["input_ids"].numel()), with_kwargs=True
-    )
-    m_plain = policy_step(plain, TrainerConfig(), trajectories, 0)
-    m_shared = policy_step(shared, TrainerConfig(), trajectories, 0)
-    assert m_shared["train/loss"] == pytest.approx(m_plain["train/loss"], abs=1e-6)
-    assert m_shared["train/grad_norm"] == pytest.approx(m_plain["train/grad_norm"], rel=1e-4)
-    for (name, p), q in zip(plain.model.named_parameters(), shared.model.parameters(), strict=True):
-        # the same update; Adam's first step is lr * g / (|g| + 1e-8), so a gradient entry near 1e-8 moves by a
-        # few 1e-6 with float rounding alone (one entry of 2048 did, on this machine's CPU)
-        assert torch.allclose(p, q, atol=2e-5), name
+    widths = forward_widths(shared)
+    assert_same_update(plain, shared, trajectories)
     batch = collate(trajectories, 0)
     assert widths[0] == len(SYSTEM) and sum(widths) < batch.input_ids.numel() - 2 * len(SYSTEM)
 
@@ -98,18 +109,9 @@ def test_with_gradient_checkpointing_the_shared_prefix_gives_the_same_gradients(
     plain = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3))
     both = PolicyEngine(tiny_model(), EngineConfig(lr=1e-3, share_prompt_prefix=True, gradient_checkpointing=True))
     assert both.share_prefix
-    widths, layer_runs = [], []
-    both.model.register_forward_pre_hook(
-        lambda _, args, kwargs: widths.append(kwargs["input_ids"].numel()), with_kwargs=True
-    )
-    first_layer = both.model.model.layers[0]
-    first_layer.self_attn.register_forward_pre_hook(lambda *_: layer_runs.append(1))
-    m_plain = policy_step(plain, TrainerConfig(), trajectories, 0)
-    m_both = policy_step(both, TrainerConfig(), trajectories, 0)
-    assert m_both["train/loss"] == pytest.approx(m_plain["train/loss"], abs=1e-6)
-    assert m_both["train/grad_norm"] == pytest.approx(m_plain["train/grad_norm"], rel=1e-4)
-    for (name, p), q in zip(plain.model.named_parameters(), both.model.parameters(), strict=True):
-        assert torch.allclose(p, q, atol=2e-5), name
+    widths, layer_runs = forward_widths(both), []
+    both.model.model.layers[0].self_attn.register_forward_pre_hook(lambda *_: layer_runs.append(1))
+    assert_same_update(plain, both, trajectories)
     assert widths[0] <= len(SYSTEM)  # the prefix ran on its own
     # every forward of the training step ran the layer twice (once more in backward): checkpointing was on
     assert len(layer_runs) > len(widths)
