@@ -85,8 +85,6 @@ class DistributedRolloutManager(JobRunner):
         self.show_progress = show_progress
         self.job_retries = 0
         """Jobs sent again after their worker died, since the start."""
-        self.stuck_workers = 0
-        """Workers restarted because a job passed its deadline, since the start."""
         self.job_deadline = job_deadline(rollout)
         self._reported_stuck = 0
         self._reported_retries = 0
@@ -128,6 +126,11 @@ class DistributedRolloutManager(JobRunner):
             for slot in slots:
                 slot.cancel()
             await asyncio.gather(*slots, return_exceptions=True)
+
+    @property
+    def stuck_workers(self) -> int:
+        """Workers restarted because a job passed its deadline, since the start."""
+        return sum(worker.restarts for worker in self.workers)
 
     async def take_metrics(self, wall_s: float) -> dict[str, float]:
         """Since the previous call: `rollout/job_retries`, `rollout/stuck_workers` (restarted for a job past its
@@ -199,7 +202,6 @@ class DistributedRolloutManager(JobRunner):
                 await self._requeue(job, jobs, done, f"{why} (rollout.job_timeout_s)")
                 if worker.restarts == restarts:  # the first of its slots to notice kills it, once
                     worker.restarts += 1
-                    self.stuck_workers += 1
                     self._restart(worker)
                 if not await self._revived(worker):
                     worker.alive = False
