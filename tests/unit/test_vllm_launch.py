@@ -186,6 +186,32 @@ def test_a_refused_pause_stops_the_update_before_any_weight_is_loaded(monkeypatc
     assert calls == ["/pause"] and server.policy_version == 0
 
 
+def test_an_update_has_one_deadline_for_all_its_steps_and_resumes_the_server_past_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    save_state_dict({"w": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
+    calls: list[tuple[str, float]] = []
+
+    def slow_handler(request: httpx.Request) -> httpx.Response:
+        calls.append((request.url.path, request.extensions["timeout"]["read"]))
+        time.sleep(0.2)  # each step takes 0.2 s: four of them overrun a 0.5 s deadline, none alone does
+        return httpx.Response(200, json={"weight_version": "0"})
+
+    real = httpx.Client
+    monkeypatch.setattr(vllm.httpx, "Client", lambda **kw: real(transport=httpx.MockTransport(slow_handler), **kw))
+    server = VLLMServer("http://vllm.test:8000", model_path=str(tmp_path))
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"deadline of 0.5 s \(before update_weight_version\)"):
+        server.update_weights({"w": torch.ones(2, 3)}, version=1, timeout=0.5)
+    assert time.monotonic() - started < 1.0
+    paths = [path for path, _ in calls]
+    assert paths == ["/pause", "/collective_rpc", "/reset_prefix_cache", "/resume"]
+    step_timeouts = [seconds for _, seconds in calls[:3]]
+    assert step_timeouts == sorted(step_timeouts, reverse=True) and step_timeouts[0] <= 0.5
+    assert calls[-1][1] >= vllm.RESUME_GRACE_S  # the resume is tried even though no time is left
+    assert server.policy_version == 0
+
+
 def test_pause_resume_and_abort_use_vllms_routes(monkeypatch: pytest.MonkeyPatch):
     calls: list[tuple[str, Any]] = []
     _mock_client(monkeypatch, calls)

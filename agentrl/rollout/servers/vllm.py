@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import httpx
 
+from agentrl.deadline import Countdown
 from agentrl.errors import UserError
 from agentrl.rollout.servers.process import (
     ManagedServer,
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_VENV = "~/.cache/agentrl/venvs/vllm"
+RESUME_GRACE_S = 10.0
+"""Seconds a resume after a failed update step may take beyond the update's deadline."""
 HEAD, EMBED = "lm_head.weight", "model.embed_tokens.weight"
 
 
@@ -221,11 +224,13 @@ class VLLMServer(ManagedServer):
             version: Policy version of these weights.
             in_flight: `finish`: running requests complete with the old weights first; `abort`: they are
                 aborted (their responses have `finish_reason: abort`).
-            timeout: Seconds the whole update may take.
+            timeout: Seconds the whole update may take, its steps together (the resume after a failed step may
+                overrun it by `RESUME_GRACE_S`).
 
         Raises:
             ValueError: The weights do not match the served model (nothing is sent to the server).
             httpx.HTTPStatusError: The server refused a step.
+            TimeoutError: `timeout` passed before the update was done (the server is resumed all the same).
         """
         expected = self._expected_tensors()
         with tempfile.TemporaryDirectory(prefix="agentrl-vllm-weights-", dir=shm_dir()) as tmp:
@@ -235,27 +240,34 @@ class VLLMServer(ManagedServer):
                 if HEAD not in expected and EMBED in expected:
                     got.pop(HEAD, None)  # the tied head added above
                 check_tensors(expected, got)
-            with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
-                pause = http.post("/pause", params={"mode": "wait" if in_flight == "finish" else "abort"})
+            countdown = Countdown(timeout, f"the weight update of vLLM at {self.base_url}")
+            with httpx.Client(base_url=self.base_url) as http:
+                mode = "wait" if in_flight == "finish" else "abort"
+                pause = http.post("/pause", params={"mode": mode}, timeout=countdown.left("pause"))
                 _raise_for_status(pause, "pause")
                 try:
                     rpc = {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}
-                    _raise_for_status(http.post("/collective_rpc", json=rpc), "reload_weights")
-                    _raise_for_status(http.post("/reset_prefix_cache"), "reset_prefix_cache")
+                    reload = http.post("/collective_rpc", json=rpc, timeout=countdown.left("reload_weights"))
+                    _raise_for_status(reload, "reload_weights")
+                    reset = http.post("/reset_prefix_cache", timeout=countdown.left("reset_prefix_cache"))
+                    _raise_for_status(reset, "reset_prefix_cache")
                     version_body = {"new_version": str(version)}
-                    _raise_for_status(http.post("/update_weight_version", json=version_body), "update_weight_version")
-                finally:
-                    http.post("/resume")
-        served = self.served_version()
+                    label = http.post(
+                        "/update_weight_version", json=version_body, timeout=countdown.left("update_weight_version")
+                    )
+                    _raise_for_status(label, "update_weight_version")
+                finally:  # a paused server serves nothing: resume it even past the deadline
+                    http.post("/resume", timeout=countdown.left_at_least(RESUME_GRACE_S))
+        served = self.served_version(timeout=countdown.left("weight_info"))
         if served != version:
             raise httpx.HTTPError(f"vLLM at {self.base_url} serves version {served} after an update to {version}")
         self.policy_version = version
 
     abort_route = ("/abort_requests", {})
 
-    def served_version(self) -> int | None:
+    def served_version(self, timeout: float = 10.0) -> int | None:
         """The weight version vLLM reports (`GET /weight_info`), as set by `update_weights` (0 at start)."""
-        with httpx.Client(base_url=self.base_url, timeout=10.0) as http:
+        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
             answer = http.get("/weight_info")
         _raise_for_status(answer, "weight_info")
         raw = answer.json().get("weight_version")
