@@ -1,10 +1,13 @@
-"""agentrl against TRL's `GRPOTrainer`, side by side on this machine: the quickstart task (echo a word), the same
-model, data, reward, group size, prompts per step, learning rate, steps, temperature and reply budget.
+"""agentrl against TRL's `GRPOTrainer`, side by side on this machine: the quickstart task (echo a word) and the
+tool-use task (a calculator over several turns), with the same model, data, reward, group size, prompts per step,
+learning rate, steps, temperature and reply budget.
 
 Needs TRL (`pip install -e '.[bench]'`, pinned). Run from the repository root:
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vs_trl.py                  # both modes, about 40 min on 2 cores
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vs_trl.py                  # all three modes, about 55 min on 2 cores
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vs_trl.py --mode equal_work  # about 6 min
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vs_trl.py --mode tool_use    # the tool-use task, equal work: 13 min
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vs_trl.py --mode both        # equal work and learning, 36 min
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vs_trl.py --quick           # a smoke: one tiny step per side
 
 What is measured
@@ -22,7 +25,9 @@ both sides: the model (SmolLM2-135M-Instruct), the training prompts (the chat te
 the reward (agentrl's own `contains`, `brevity` and `normalized_match` functions, weights 0.3 / 0.2 / 0.5), the
 group size (8), prompts per step (4), learning rate, steps, temperature (1.0), reply budget (16 tokens) and seed.
 Everything else is each side's default; TRL's that differ from agentrl's are named in the JSON line
-(`trl_defaults_kept`). The tool-use comparison (`tool_use_ratio`, TRL's `tools=`) is not built yet: null.
+(`trl_defaults_kept`).
+* **tool_use**: the `tool_use` recipe (a calculator over up to 3 turns) against TRL's `tools=`, at equal work
+  (`tool_use_ratio`); what is set equal, and the one thing that cannot be, is in `benchmarks/vs_trl_tool_use.py`.
 The last line printed is one JSON object.
 """
 
@@ -179,15 +184,21 @@ def greedy_held_out(model: Any, tokenizer: Any) -> float:
 # --- the comparison ---------------------------------------------------------------------------------------------
 
 
-def equal_work(model_path: str, steps: int, group: int, tmp: Path) -> dict[str, Any]:
+def equal_work(model_path: str, steps: int, group: int, tmp: Path, with_skipping: bool = True) -> dict[str, Any]:
     ours = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-equal", skip=False, evaluate=False, group=group)
-    skipping = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-skip", skip=True, evaluate=False, group=group)
+    skipping = None
+    if with_skipping:
+        skipping = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-skip", skip=True, evaluate=False, group=group)
     theirs = trl_run(model_path, steps, FROZEN_LR, 1, tmp / "trl-equal", evaluate=False, group=group)
-    print(f"equal work, {steps} steps: agentrl {ours['wall_s']:.1f} s ({skipping['wall_s']:.1f} s skipping), "
-          f"TRL {theirs['wall_s']:.1f} s", flush=True)  # fmt: skip
+    skipped = f" ({skipping['wall_s']:.1f} s skipping)" if skipping else ""
+    print(
+        f"equal work, {steps} steps: agentrl {ours['wall_s']:.1f} s{skipped}, TRL {theirs['wall_s']:.1f} s", flush=True
+    )
     return {
         "quickstart_equal_work_ratio": round(theirs["wall_s"] / ours["wall_s"], 3),
-        "quickstart_equal_work_ratio_with_skipping": round(theirs["wall_s"] / skipping["wall_s"], 3),
+        "quickstart_equal_work_ratio_with_skipping": round(theirs["wall_s"] / skipping["wall_s"], 3)
+        if skipping
+        else None,
         "equal_work_steps": steps,
         "equal_work_agentrl_s": round(ours["wall_s"], 1),
         "equal_work_trl_s": round(theirs["wall_s"], 1),
@@ -213,21 +224,23 @@ def learning(model_path: str, steps: int, seeds: list[int], group: int, tmp: Pat
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["equal_work", "learning", "both"], default="both")
-    parser.add_argument("--steps", type=int, default=5, help="steps of the equal-work mode")
+    parser.add_argument("--mode", choices=["equal_work", "learning", "tool_use", "both", "all"], default="all")
+    parser.add_argument("--steps", type=int, default=5, help="steps of the equal-work and tool-use modes")
     parser.add_argument("--learning-steps", type=int, default=20, help="steps of each learning run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--quick", action="store_true", help="a smoke: one step of 4 prompts x 2 replies per side")
     parser.add_argument("--agentrl-set", nargs="*", default=[], help="settings over the recipe on agentrl's side")
+    parser.add_argument("--tool-agentrl-set", nargs="*", default=[], help="the same, for the tool-use recipe")
     args = parser.parse_args(argv)
     AGENTRL_SETTINGS[:] = args.agentrl_set
     group = 2 if args.quick else GROUP
     if args.quick:
-        args.mode, args.steps = "equal_work", 1
+        args.mode, args.steps = "quick", 1
 
     import trl
 
     from agentrl.models import resolve_model
+    from benchmarks import vs_trl_tool_use
 
     model_path = resolve_model("default")
     result: dict[str, Any] = {
@@ -235,13 +248,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "trl_defaults_kept": TRL_DEFAULTS_KEPT,
         "group": group,
         "prompts_per_step": PROMPTS_PER_STEP,
-        "tool_use_ratio": None,
         "agentrl_settings": args.agentrl_set,
+        "tool_agentrl_settings": args.tool_agentrl_set,
     }
     with tempfile.TemporaryDirectory() as tmp:
-        if args.mode in ("equal_work", "both"):
-            result.update(equal_work(model_path, args.steps, group, Path(tmp)))
-        if args.mode in ("learning", "both"):
+        if args.mode in ("equal_work", "both", "all", "quick"):
+            result.update(equal_work(model_path, args.steps, group, Path(tmp), with_skipping=not args.quick))
+        if args.mode in ("tool_use", "all", "quick"):
+            tool_group = 2 if args.quick else vs_trl_tool_use.GROUP
+            result.update(
+                vs_trl_tool_use.equal_work(
+                    model_path, args.steps, tool_group, args.tool_agentrl_set, Path(tmp), FROZEN_LR
+                )
+            )
+        if args.mode in ("learning", "both", "all"):
             result.update(learning(model_path, args.learning_steps, args.seeds, group, Path(tmp)))
     print(json.dumps(result))
     return result
