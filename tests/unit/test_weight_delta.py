@@ -16,6 +16,7 @@ from agentrl.trainer.sync import WeightSync
 from agentrl.weight_delta import (
     DeltaBaseMismatchError,
     DeltaError,
+    WeightDelta,
     apply_delta,
     cast_state,
     check_delta,
@@ -64,6 +65,25 @@ def test_delta_turns_the_old_cast_into_the_new_bit_for_bit(dtype: torch.dtype) -
     for name in new:
         assert torch.equal(held[name].view(torch.uint8), new[name].view(torch.uint8)), name
     assert weights_digest(held) == weights_digest(new) != weights_digest(old)
+
+
+def test_differences_travel_at_half_width_and_the_ones_that_do_not_fit_as_escapes() -> None:
+    old_fp32 = fp32_state()
+    new_fp32 = adam_like_step(old_fp32, 3e-5, seed=1)
+    new_fp32["b"][:2] = torch.tensor([-1e-30, 1e-30])  # signs that flip: their bits move by about 2**15
+    old, new = cast_state(old_fp32, torch.bfloat16), cast_state(new_fp32, torch.bfloat16)
+    delta = decode_delta(delta_of(new, old))
+    assert delta.diff["a"].dtype == delta.diff["b"].dtype == torch.int8
+    escaped_in_a = delta.escapes["a"][0].numel() if "a" in delta.escapes else 0
+    assert escaped_in_a < 0.01 * new["a"].numel(), "only a value crossing zero needs an escape"
+    index, value = delta.escapes["b"]
+    assert index[:2].tolist() == [0, 1] and value.dtype == torch.int16 and delta.diff["b"][:2].tolist() == [0, 0]
+    without_escapes = {k: v.clone() for k, v in old.items()}
+    apply_delta(WeightDelta(**{**vars(delta), "escapes": {}}), without_escapes)
+    assert not torch.equal(without_escapes["b"], new["b"]), "the escapes carry what the narrow differences cannot"
+    out_of_range = WeightDelta(**{**vars(delta), "escapes": {"b": (index + 10_000, value)}})
+    with pytest.raises(DeltaError, match="difference of"):
+        check_delta(out_of_range, old, "base")
 
 
 def test_bf16_delta_at_a_training_learning_rate_is_small() -> None:
