@@ -4,11 +4,11 @@ The trainer keeps the weights it last pushed, cast to the server's dtype (`cast_
 a delta against them (`encode_delta`): an unchanged tensor is left out; a changed one is sent as the difference of
 its raw bits, `new_bits - old_bits` in the values' own integer width (modular, so adding it back is exact whatever
 it wrapped to). A bf16 element whose bf16 value did not change has a difference of 0, one that moved by a rounding
-step ±1: so the differences are sent at half their width (int8 for bf16), and the few that do not fit (a sign that
-flipped near zero: about 0.1 % of the elements at the recipes' learning rates) as escapes, their positions and full
-differences beside. That halves what zstandard compresses and decompresses, which is most of a delta's cost.
-Applying it adds the differences to the server's bits (`apply_delta`): the result equals the trainer's cast
-exactly, which `weights_digest` checks on both sides.
+step ±1: so the differences are sent at half their width (int8 for bf16), and for the few that do not fit (a sign
+that flipped near zero: about 0.1 % of the elements at the recipes' learning rates) their positions and what the
+wrapped half-width value left out are sent beside, as escapes. That halves what zstandard compresses and
+decompresses, which is most of a delta's cost. Applying it adds the differences to the server's bits
+(`apply_delta`): the result equals the trainer's cast exactly, which `weights_digest` checks on both sides.
 
 A delta names the weights it applies to (`base_id`, the id the server got with them, and `base_version`) and the
 id the result gets; a server holding anything else refuses it, and the trainer then pushes in full.
@@ -53,9 +53,10 @@ class WeightDelta:
     version: int
     diff: dict[str, torch.Tensor] = field(default_factory=dict)
     """Per changed tensor, `new_bits - old_bits`, flat: in the integer type of the values' width, or of half of it
-    (then the differences that did not fit are in `escapes`, and 0 here)."""
+    (wrapped where a difference does not fit; `escapes` holds the rest)."""
     escapes: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
-    """Per tensor sent at half width with elements that did not fit: their positions and full-width differences."""
+    """Per tensor sent at half width with elements that did not fit: their positions, and at each what the wrapped
+    half-width difference left out (full width): the two added give the difference."""
 
 
 def cast_state(state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -163,15 +164,14 @@ def _encode_tensor(name: str, new: torch.Tensor, old: torch.Tensor) -> dict[str,
     half = _HALF.get(diff.dtype)
     if half is None:
         return {name + DIFF: diff}
-    limits = torch.iinfo(half)
-    wide = (diff < limits.min) | (diff > limits.max)
-    index = wide.nonzero().view(-1)
+    narrow = diff.to(half)  # wraps: exact where the difference fits
+    index = (narrow != diff).nonzero().view(-1)
     if index.numel() * 2 > diff.numel():  # mostly escapes: the full width is smaller
         return {name + DIFF: diff}
     if not index.numel():
-        return {name + NARROW: diff.to(half)}
-    narrow = diff.masked_fill(wide, 0).to(half)
-    return {name + NARROW: narrow, name + ESCAPE_INDEX: index, name + ESCAPE_VALUE: diff[index]}
+        return {name + NARROW: narrow}
+    remainder = diff[index] - narrow[index]  # what the wrapped narrow value left out: adding both gives `diff`
+    return {name + NARROW: narrow, name + ESCAPE_INDEX: index, name + ESCAPE_VALUE: remainder}
 
 
 def _fits(diff: torch.Tensor, have: torch.Tensor, escapes: tuple[torch.Tensor, torch.Tensor] | None) -> bool:
