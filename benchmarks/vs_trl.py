@@ -110,22 +110,55 @@ def agentrl_run(steps: int, lr: float, seed: int, out: Path, skip: bool, evaluat
 # --- TRL --------------------------------------------------------------------------------------------------------
 
 
-def trl_run(model_path: str, steps: int, lr: float, seed: int, out: Path, evaluate: bool, group: int) -> dict:
-    """TRL's `GRPOTrainer` on the same task; its wall time over the steps and held-out reward."""
-    from datasets import Dataset
+def step_clock() -> Any:
+    """A `TrainerCallback` that keeps the first step's start (`started`), the last step's end (`ended`) and the
+    logged figures (`logs`)."""
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
     class StepClock(TrainerCallback):
         def __init__(self) -> None:
             self.started: float | None = None
             self.ended = 0.0
+            self.logs: list[dict[str, float]] = []
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.started = self.started or time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.ended = time.perf_counter()
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+            self.logs.append(dict(logs or {}))
+
+    return StepClock()
+
+
+def grpo_config(out: Path, group: int, steps: int, lr: float, seed: int, weights: list[float], **options: Any) -> Any:
+    """TRL's `GRPOConfig` with what both tasks set equal (on the CPU, no reports or checkpoints) and `options`."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out),
+        num_generations=group,
+        per_device_train_batch_size=group * PROMPTS_PER_STEP,
+        temperature=TEMPERATURE,
+        learning_rate=lr,
+        max_steps=steps,
+        seed=seed,
+        reward_weights=weights,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        dataloader_num_workers=0,
+        **options,
+    )
+
+
+def trl_run(model_path: str, steps: int, lr: float, seed: int, out: Path, evaluate: bool, group: int) -> dict:
+    """TRL's `GRPOTrainer` on the same task; its wall time over the steps and held-out reward."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
 
     def reward_function(name: str) -> Any:
         def reward(prompts: list, completions: list, ground_truth: list[str], **kwargs: Any) -> list[float]:
@@ -135,29 +168,15 @@ def trl_run(model_path: str, steps: int, lr: float, seed: int, out: Path, evalua
         return reward
 
     dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows("train")])
-    config = GRPOConfig(
-        output_dir=str(out),
-        num_generations=group,
-        per_device_train_batch_size=group * PROMPTS_PER_STEP,
-        max_completion_length=MAX_TOKENS,
-        temperature=TEMPERATURE,
-        learning_rate=lr,
-        max_steps=steps,
-        seed=seed,
-        reward_weights=[WEIGHTS[name] for name in WEIGHTS],
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        dataloader_num_workers=0,
-    )
+    weights = [WEIGHTS[name] for name in WEIGHTS]
+    config = grpo_config(out, group, steps, lr, seed, weights, max_completion_length=MAX_TOKENS)
     trainer = GRPOTrainer(
         model=model_path,
         reward_funcs=[reward_function(name) for name in WEIGHTS],
         args=config,
         train_dataset=dataset,
     )
-    clock = StepClock()
+    clock = step_clock()
     trainer.add_callback(clock)
     trainer.train()
     assert clock.started is not None

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.vs_trl import PROMPTS_PER_STEP, grpo_config, step_clock
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "tool_use"
-GROUP, PROMPTS_PER_STEP, TURN_TOKENS, TURNS, TEMPERATURE = 4, 4, 40, 3, 1.0
+GROUP, TURN_TOKENS, TURNS = 4, 40, 3
 WEIGHTS = {"correct": 1.0, "right_call": 0.3}
 
 
@@ -119,23 +120,7 @@ def agentrl_run(model: Path, steps: int, lr: float, seed: int, out: Path, settin
 def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int) -> dict:
     """TRL's `GRPOTrainer` with `tools=[calculator]`: its wall time over the steps, generated tokens per trajectory."""
     from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    class StepClock(TrainerCallback):
-        def __init__(self) -> None:
-            self.started: float | None = None
-            self.ended = 0.0
-            self.logs: list[dict[str, float]] = []
-
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.started = self.started or time.perf_counter()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.ended = time.perf_counter()
-
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
-            self.logs.append(dict(logs or {}))
+    from trl import GRPOTrainer
 
     def component(name: str) -> Any:
         def reward(completions: list, ground_truth: list[str], **kwargs: Any) -> list[float]:
@@ -147,22 +132,16 @@ def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int
     system = {"role": "system", "content": recipe_system_prompt()}
     prompts = [{"prompt": [system, *row["prompt"]], "ground_truth": row["ground_truth"]} for row in rows("train")]
     dataset = Dataset.from_list(prompts)
-    config = GRPOConfig(
-        output_dir=str(out),
-        num_generations=group,
-        per_device_train_batch_size=group * PROMPTS_PER_STEP,
+    weights = [WEIGHTS[name] for name in WEIGHTS]
+    config = grpo_config(
+        out,
+        group,
+        steps,
+        lr,
+        seed,
+        weights,
         max_completion_length=TURN_TOKENS * TURNS,
         max_tool_calling_iterations=TURNS - 1,
-        temperature=TEMPERATURE,
-        learning_rate=lr,
-        max_steps=steps,
-        seed=seed,
-        reward_weights=[WEIGHTS[name] for name in WEIGHTS],
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        dataloader_num_workers=0,
     )
     trainer = GRPOTrainer(
         model=str(model),
@@ -171,7 +150,7 @@ def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int
         train_dataset=dataset,
         tools=[calculator],
     )
-    clock = StepClock()
+    clock = step_clock()
     trainer.add_callback(clock)
     trainer.train()
     assert clock.started is not None
