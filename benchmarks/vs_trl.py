@@ -133,14 +133,23 @@ def step_clock() -> Any:
     return StepClock()
 
 
-def grpo_config(out: Path, group: int, steps: int, lr: float, seed: int, weights: list[float], **options: Any) -> Any:
+def grpo_config(
+    out: Path,
+    group: int,
+    steps: int,
+    lr: float,
+    seed: int,
+    weights: list[float],
+    prompts: int = PROMPTS_PER_STEP,
+    **options: Any,
+) -> Any:
     """TRL's `GRPOConfig` with what both tasks set equal (on the CPU, no reports or checkpoints) and `options`."""
     from trl import GRPOConfig
 
     return GRPOConfig(
         output_dir=str(out),
         num_generations=group,
-        per_device_train_batch_size=group * PROMPTS_PER_STEP,
+        per_device_train_batch_size=group * prompts,
         temperature=TEMPERATURE,
         learning_rate=lr,
         max_steps=steps,
@@ -275,9 +284,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result.update(equal_work(model_path, args.steps, group, Path(tmp), with_skipping=not args.quick))
         if args.mode in ("tool_use", "all", "quick"):
             tool_group = 2 if args.quick else vs_trl_tool_use.GROUP
+            tool_prompts = 1 if args.quick else PROMPTS_PER_STEP  # the quick smoke: one prompt of ~500 tokens
             result.update(
                 vs_trl_tool_use.equal_work(
-                    model_path, args.steps, tool_group, args.tool_agentrl_set, Path(tmp), FROZEN_LR
+                    model_path, args.steps, tool_group, tool_prompts, args.tool_agentrl_set, Path(tmp), FROZEN_LR
                 )
             )
         if args.mode in ("learning", "both", "all"):

@@ -3,17 +3,18 @@ the same multi-turn calculator task, at equal work.
 
 Both sides load one model folder: the default model with a chat template that renders tools and tool calls in the
 hermes format (TRL's own copy of Qwen2.5's template: TRL refuses tools with a template that cannot render a
-tool-calling conversation, as SmolLM2's cannot). It uses the model's own `<|im_start|>` / `<|im_end|>` tokens, so
-the prompts are the same token for token on both sides: the recipe's system prompt, the calculator's schema (its
-name, docstring and parameter, as each side derives it from the same function) and the worked examples.
+tool-calling conversation, as SmolLM2's cannot). It uses the model's own `<|im_start|>` / `<|im_end|>` tokens, and
+both sides render the same prompt: the recipe's system prompt, the calculator's schema (its name, docstring and
+parameter, each side deriving it from the same docstring) and the worked examples. The one difference is in the
+schema: agentrl's has `"additionalProperties": false`, transformers' does not (about 9 of some 500 tokens).
 
 Set equal: the model, prompts, tool, reward (1.0 when the final answer contains the product, 0.3 when a calculator
-call returned it: the recipe's `contains` and `tool_result`), group size (the recipe's 4), prompts per step (4),
-steps, temperature (1.0), assistant turns (3: TRL's first generation and at most 2 after tool results) and seed;
-the policy frozen (learning rate 1e-12), agentrl's zero-advantage skipping off. One thing cannot be set equal:
-agentrl caps each turn at the recipe's 40 tokens, TRL caps the whole completion (its tool results included) at
-`max_completion_length`, set to the 3 turns' 120 tokens. So each side's generated tokens per trajectory are printed
-beside its time.
+call returned it: the recipe's `contains` and `tool_result`), group size (the recipe's 4), prompts per step (4; 1 in
+`--quick`), steps, temperature (1.0), assistant turns (3: TRL's first generation and at most 2 after tool results)
+and seed; the policy frozen (learning rate 1e-12), agentrl's zero-advantage skipping off. One thing cannot be set
+equal: agentrl caps each turn at the recipe's 40 tokens, TRL caps the whole completion (its tool results included)
+at `max_completion_length`, set to the 3 turns' 120 tokens. So each side's generated tokens per trajectory are
+printed beside its time.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vs_trl import PROMPTS_PER_STEP, grpo_config, step_clock
+from benchmarks.vs_trl import grpo_config, step_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "tool_use"
@@ -83,7 +84,9 @@ def trajectory_reward(messages: list[dict[str, Any]], ground_truth: str) -> dict
 # --- agentrl ----------------------------------------------------------------------------------------------------
 
 
-def agentrl_run(model: Path, steps: int, lr: float, seed: int, out: Path, settings: list[str], group: int) -> dict:
+def agentrl_run(
+    model: Path, steps: int, lr: float, seed: int, out: Path, settings: list[str], group: int, prompts: int
+) -> dict:
     """`agentrl train recipe=tool_use` on `model`: its wall time over the steps, generated tokens per trajectory."""
     from agentrl.cli import main
 
@@ -97,7 +100,7 @@ def agentrl_run(model: Path, steps: int, lr: float, seed: int, out: Path, settin
         "trainer.skip_zero_advantage=false",
         f"rollout.seed={seed}",
         f"rollout.n={group}",
-        f"data.batch_size={PROMPTS_PER_STEP}",
+        f"data.batch_size={prompts}",
         f"output_dir={out}",
         *settings,
     ]
@@ -117,7 +120,7 @@ def agentrl_run(model: Path, steps: int, lr: float, seed: int, out: Path, settin
 # --- TRL --------------------------------------------------------------------------------------------------------
 
 
-def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int) -> dict:
+def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int, prompts: int) -> dict:
     """TRL's `GRPOTrainer` with `tools=[calculator]`: its wall time over the steps, generated tokens per trajectory."""
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -130,8 +133,8 @@ def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int
         return reward
 
     system = {"role": "system", "content": recipe_system_prompt()}
-    prompts = [{"prompt": [system, *row["prompt"]], "ground_truth": row["ground_truth"]} for row in rows("train")]
-    dataset = Dataset.from_list(prompts)
+    examples = [{"prompt": [system, *row["prompt"]], "ground_truth": row["ground_truth"]} for row in rows("train")]
+    dataset = Dataset.from_list(examples)
     weights = [WEIGHTS[name] for name in WEIGHTS]
     config = grpo_config(
         out,
@@ -140,6 +143,7 @@ def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int
         lr,
         seed,
         weights,
+        prompts,
         max_completion_length=TURN_TOKENS * TURNS,
         max_tool_calling_iterations=TURNS - 1,
     )
@@ -163,16 +167,19 @@ def trl_run(model: Path, steps: int, lr: float, seed: int, out: Path, group: int
     }
 
 
-def equal_work(source_model: str, steps: int, group: int, settings: list[str], tmp: Path, frozen_lr: float) -> dict:
+def equal_work(
+    source_model: str, steps: int, group: int, prompts: int, settings: list[str], tmp: Path, frozen_lr: float
+) -> dict:
     """Both sides on the tool-use task, policy frozen: `tool_use_ratio` (TRL's time over agentrl's) and the work."""
     model = tool_template_model(source_model, tmp / "tool-model")
-    ours = agentrl_run(model, steps, frozen_lr, 1, tmp / "agentrl-tools", settings, group)
-    theirs = trl_run(model, steps, frozen_lr, 1, tmp / "trl-tools", group)
+    ours = agentrl_run(model, steps, frozen_lr, 1, tmp / "agentrl-tools", settings, group, prompts)
+    theirs = trl_run(model, steps, frozen_lr, 1, tmp / "trl-tools", group, prompts)
     print(f"tool use, {steps} steps: agentrl {ours}, TRL {theirs}", flush=True)
     return {
         "tool_use_ratio": round(theirs["wall_s"] / ours["wall_s"], 3),
         "tool_use_steps": steps,
         "tool_use_group": group,
+        "tool_use_prompts_per_step": prompts,
         "tool_use_agentrl_s": round(ours["wall_s"], 1),
         "tool_use_trl_s": round(theirs["wall_s"], 1),
         "tool_use_agentrl_response_tokens": ours["response_tokens_mean"],
