@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -82,10 +83,17 @@ AGENTRL_SETTINGS: list[str] = []
 """`--agentrl-set`: settings over the quickstart recipe on agentrl's side (named in the JSON line)."""
 
 
+def agentrl_train(args: list[str], out: Path) -> list[dict[str, Any]]:
+    """`agentrl train ARGS` as users run it, the command in its own process (this one has imported TRL and run it:
+    its threads, memory and settings stay out of agentrl's timing); the run's metrics."""
+    command = [sys.executable, "-c", "import sys; from agentrl.cli import main; sys.exit(main(sys.argv[1:]))", *args]
+    if subprocess.run(command, cwd=ROOT, check=False).returncode != 0:
+        raise RuntimeError(f"the agentrl run failed: agentrl {' '.join(args)}")
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
 def agentrl_run(steps: int, lr: float, seed: int, out: Path, skip: bool, evaluate: bool, group: int) -> dict:
     """`agentrl train recipe=quickstart` for `steps` steps; its wall time over the steps and held-out reward."""
-    from agentrl.cli import main
-
     args = [
         "train",
         "recipe=quickstart",
@@ -99,9 +107,7 @@ def agentrl_run(steps: int, lr: float, seed: int, out: Path, skip: bool, evaluat
         f"output_dir={out}",
         *AGENTRL_SETTINGS,
     ]
-    if main(args) != 0:
-        raise RuntimeError("the agentrl run failed")
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    metrics = agentrl_train(args, out)
     trained = [m for m in metrics if "perf/wall_s" in m]
     held_out = [m["eval/reward_mean"] for m in metrics if "eval/reward_mean" in m]
     return {"wall_s": trained[-1]["perf/wall_s"], "held_out": held_out[-1] if held_out else None}

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vs_trl import grpo_config, step_clock
+from benchmarks.vs_trl import agentrl_train, grpo_config, step_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "tool_use"
@@ -88,8 +88,6 @@ def agentrl_run(
     model: Path, steps: int, lr: float, seed: int, out: Path, settings: list[str], group: int, prompts: int
 ) -> dict:
     """`agentrl train recipe=tool_use` on `model`: its wall time over the steps, generated tokens per trajectory."""
-    from agentrl.cli import main
-
     args = [
         "train",
         "recipe=tool_use",
@@ -104,9 +102,7 @@ def agentrl_run(
         f"output_dir={out}",
         *settings,
     ]
-    if main(args) != 0:
-        raise RuntimeError("the agentrl tool_use run failed")
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    metrics = agentrl_train(args, out)
     trained = [m for m in metrics if "perf/wall_s" in m]
     tokens = [m.get("rollout/response_tokens_mean") for m in trained]
     known = [t for t in tokens if t is not None]
