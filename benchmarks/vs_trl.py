@@ -20,7 +20,8 @@ What is measured
   reward (the 16 held-out prompts, greedy, the recipe's reward) of each side's final policy.
 
 A ratio is TRL's wall time over agentrl's for the same steps (above 1: agentrl is faster), each side timed from
-its first step's start to its last step's end (model loading, server start and evaluation left out). Set equal on
+its first step's start to its last step's end (model loading, server start and evaluation left out). agentrl runs as
+its command, in its own process (as users run it); TRL in this one (as its scripts do). Set equal on
 both sides: the model (SmolLM2-135M-Instruct), the training prompts (the chat template's rendering of each row),
 the reward (agentrl's own `contains`, `brevity` and `normalized_match` functions, weights 0.3 / 0.2 / 0.5), the
 group size (8), prompts per step (4), learning rate, steps, temperature (1.0), reply budget (16 tokens) and seed.
