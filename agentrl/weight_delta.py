@@ -110,6 +110,8 @@ def decode_delta(data: bytes) -> WeightDelta:
             delta.diff[key.removesuffix(DIFF).removesuffix(NARROW)] = tensor
         elif key.endswith(ESCAPE_INDEX):
             name = key.removesuffix(ESCAPE_INDEX)
+            if name + ESCAPE_VALUE not in tensors:
+                raise DeltaError(f"cannot read the weight delta: {name} has escape positions but no values")
             delta.escapes[name] = (tensor, tensors[name + ESCAPE_VALUE])
     return delta
 
@@ -140,7 +142,7 @@ def apply_delta(delta: WeightDelta, target: Mapping[str, torch.Tensor]) -> None:
         bits.add_(diff)  # modular integer add (a half-width difference is widened by it): exact
         if name in delta.escapes:
             index, value = delta.escapes[name]
-            bits.index_add_(0, index.long(), value)
+            bits.index_add_(0, index, value)
 
 
 def weights_digest(state: Mapping[str, torch.Tensor]) -> str:
@@ -185,7 +187,8 @@ def _fits(diff: torch.Tensor, have: torch.Tensor, escapes: tuple[torch.Tensor, t
         return True
     index, value = escapes
     inside = index.numel() == 0 or (int(index.min()) >= 0 and int(index.max()) < have.numel())
-    return index.numel() == value.numel() and value.dtype == width and inside
+    positions = index.dtype in (torch.int32, torch.int64)
+    return positions and index.numel() == value.numel() and value.dtype == width and inside
 
 
 def _bits(tensor: torch.Tensor) -> torch.Tensor:
