@@ -84,9 +84,26 @@ AGENTRL_SETTINGS: list[str] = []
 """`--agentrl-set`: settings over the quickstart recipe on agentrl's side (named in the JSON line)."""
 
 
-def agentrl_train(args: list[str], out: Path) -> list[dict[str, Any]]:
-    """`agentrl train ARGS` as users run it, the command in its own process (this one has imported TRL and run it:
-    its threads, memory and settings stay out of agentrl's timing); the run's metrics."""
+def agentrl_train(
+    recipe: str, out: Path, *, steps: int, lr: float, seed: int, group: int, prompts: int, skip: bool,
+    eval_every: int = 0, extra: list[str] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """`agentrl train recipe=RECIPE` with the settings both tasks set, as users run it: the command in its own
+    process (this one has imported TRL and run it: its threads, memory and settings stay out of agentrl's timing);
+    the run's metrics."""
+    args = [
+        "train",
+        f"recipe={recipe}",
+        f"trainer.steps={steps}",
+        f"trainer.lr={lr}",
+        f"trainer.eval_every={eval_every}",
+        f"trainer.skip_zero_advantage={str(skip).lower()}",
+        f"rollout.seed={seed}",
+        f"rollout.n={group}",
+        f"data.batch_size={prompts}",
+        f"output_dir={out}",
+        *(extra or []),
+    ]
     command = [sys.executable, "-c", "import sys; from agentrl.cli import main; sys.exit(main(sys.argv[1:]))", *args]
     if subprocess.run(command, cwd=ROOT, check=False).returncode != 0:
         raise RuntimeError(f"the agentrl run failed: agentrl {' '.join(args)}")
@@ -95,20 +112,10 @@ def agentrl_train(args: list[str], out: Path) -> list[dict[str, Any]]:
 
 def agentrl_run(steps: int, lr: float, seed: int, out: Path, skip: bool, evaluate: bool, group: int) -> dict:
     """`agentrl train recipe=quickstart` for `steps` steps; its wall time over the steps and held-out reward."""
-    args = [
-        "train",
-        "recipe=quickstart",
-        f"trainer.steps={steps}",
-        f"trainer.lr={lr}",
-        f"trainer.eval_every={steps if evaluate else 0}",
-        f"trainer.skip_zero_advantage={str(skip).lower()}",
-        f"rollout.seed={seed}",
-        f"rollout.n={group}",
-        f"data.batch_size={PROMPTS_PER_STEP}",
-        f"output_dir={out}",
-        *AGENTRL_SETTINGS,
-    ]
-    metrics = agentrl_train(args, out)
+    metrics = agentrl_train(
+        "quickstart", out, steps=steps, lr=lr, seed=seed, group=group, prompts=PROMPTS_PER_STEP, skip=skip,
+        eval_every=steps if evaluate else 0, extra=AGENTRL_SETTINGS,
+    )  # fmt: skip
     trained = [m for m in metrics if "perf/wall_s" in m]
     held_out = [m["eval/reward_mean"] for m in metrics if "eval/reward_mean" in m]
     return {"wall_s": trained[-1]["perf/wall_s"], "held_out": held_out[-1] if held_out else None}

@@ -88,21 +88,10 @@ def agentrl_run(
     model: Path, steps: int, lr: float, seed: int, out: Path, settings: list[str], group: int, prompts: int
 ) -> dict:
     """`agentrl train recipe=tool_use` on `model`: its wall time over the steps, generated tokens per trajectory."""
-    args = [
-        "train",
-        "recipe=tool_use",
-        f"model={model}",
-        f"trainer.steps={steps}",
-        f"trainer.lr={lr}",
-        "trainer.eval_every=0",
-        "trainer.skip_zero_advantage=false",
-        f"rollout.seed={seed}",
-        f"rollout.n={group}",
-        f"data.batch_size={prompts}",
-        f"output_dir={out}",
-        *settings,
-    ]
-    metrics = agentrl_train(args, out)
+    metrics = agentrl_train(
+        "tool_use", out, steps=steps, lr=lr, seed=seed, group=group, prompts=prompts, skip=False,
+        extra=[f"model={model}", *settings],
+    )  # fmt: skip
     trained = [m for m in metrics if "perf/wall_s" in m]
     tokens = [m.get("rollout/response_tokens_mean") for m in trained]
     known = [t for t in tokens if t is not None]
