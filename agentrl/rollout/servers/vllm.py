@@ -19,6 +19,12 @@ Weight updates, and why this way (checked against the installed vLLM 0.32.0):
   from `lm_head.weight` (without it the model samples new embeddings through the old head: a mean logprob
   mismatch of ~5e-3 after one training step, measured). `as_weights_folder` adds it as a copy of
   `model.embed_tokens.weight` when the weights lack it.
+- Deltas (`agentrl.weight_delta`) need code inside vLLM: agentrl's worker extension (`agentrl.vllm_worker`,
+  `--worker-extension-cls`, with this package on vLLM's path through a folder that links it alone:
+  `extension_path`). A full push that names its weights (the trainer's cast for a server that takes deltas) goes
+  to its `agentrl_load_weights`, which keeps a copy as the next delta's base; a delta to its `agentrl_apply_delta`.
+  Both reload through vLLM's own in-place reload, as `reload_weights` does. A vLLM started elsewhere without the
+  extension gets full pushes (`weights_dtype` answers None).
 - Versions: `/update_weight_version` sets the engine's label while it is paused, and vLLM's own generate route
   (`--enable-scale-out`, `agentrl.rollout.vllm_generate`) reports the label of every output token, so token
   versions are vLLM's record; `policy_version` here is what the last update set.
@@ -26,6 +32,8 @@ Weight updates, and why this way (checked against the installed vLLM 0.32.0):
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -57,6 +65,8 @@ DEFAULT_VENV = "~/.cache/agentrl/venvs/vllm"
 RESUME_GRACE_S = 10.0
 """Seconds a resume after a failed update step may take beyond the update's deadline."""
 HEAD, EMBED = "lm_head.weight", "model.embed_tokens.weight"
+EXTENSION = "agentrl.vllm_worker.WeightsExtension"
+"""agentrl's worker extension (`--worker-extension-cls`): weight deltas applied inside vLLM."""
 
 
 class VLLMNotInstalledError(UserError):
@@ -119,6 +129,7 @@ def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig
     # the generate route labels each token with the weight version (agentrl.rollout.vllm_generate), and the
     # logprobs are of the distribution sampled from: temperature applied, as the trainer computes them
     cmd += ["--enable-scale-out", "--logprobs-mode", "processed_logprobs"]
+    cmd += ["--worker-extension-cls", EXTENSION]  # weight deltas applied inside vLLM (agentrl.vllm_worker)
     if not cfg.compile:
         cmd.append("-O0")
     if cfg.max_num_seqs is not None:
@@ -142,7 +153,23 @@ def build_env(cfg: VLLMConfig) -> dict[str, str]:
         "TOKENIZERS_PARALLELISM": "false",
     }
     kept = {k: os.environ[k] for k in env if k in os.environ}  # the caller's own settings win
-    return {**env, **kept, **cfg.env}
+    path = os.pathsep.join(p for p in (extension_path(), os.environ.get("PYTHONPATH", "")) if p)
+    return {**env, **kept, "PYTHONPATH": path, **cfg.env}
+
+
+def extension_path() -> str:
+    """A folder that holds only a link to this `agentrl` package: on vLLM's `PYTHONPATH` it makes the worker
+    extension importable from vLLM's own venv without the rest of this environment (whose torch would clash)."""
+    import agentrl
+
+    package = Path(agentrl.__file__).resolve().parent
+    root = Path("~/.cache/agentrl/vllm-path").expanduser() / hashlib.sha1(str(package).encode()).hexdigest()[:12]
+    link = root / "agentrl"
+    if not link.is_symlink():
+        root.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # made by another launch meanwhile: the same link
+            link.symlink_to(package, target_is_directory=True)
+    return str(root)
 
 
 class VLLMServer(ManagedServer):
@@ -159,6 +186,11 @@ class VLLMServer(ManagedServer):
     def __init__(self, base_url: str, *, model_path: str | None = None, process: ServerProcess | None = None):
         super().__init__(base_url, model_path=model_path, process=process)
         self._expected: dict[str, list[int]] | None = None
+        self._dtype: str | None = None
+        """`weights_dtype`'s answer once asked ("": the server takes no deltas)."""
+
+    shares_files = True
+    """vLLM takes paths only: it reads the files this process writes (a delta pays only where they travel)."""
 
     @classmethod
     def launch(
@@ -220,7 +252,8 @@ class VLLMServer(ManagedServer):
 
         Args:
             weights: A state dict (written to a temporary folder), a safetensors file, or a folder of
-                safetensors files. A path must be readable by the server.
+                safetensors files; or a delta file (`agentrl.weight_delta`, through agentrl's worker extension). A
+                path must be readable by the server.
             version: Policy version of these weights.
             in_flight: `finish`: running requests complete with the old weights first; `abort`: they are
                 aborted (their responses have `finish_reason: abort`).
@@ -229,26 +262,23 @@ class VLLMServer(ManagedServer):
 
         Raises:
             ValueError: The weights do not match the served model (nothing is sent to the server).
+            DeltaBaseMismatchError: A delta, and the server holds other weights than its base (push in full).
             httpx.HTTPStatusError: The server refused a step.
             TimeoutError: `timeout` passed before the update was done (the server is resumed all the same).
         """
-        expected = self._expected_tensors()
+        countdown = Countdown(timeout, f"the weight update of vLLM at {self.base_url}")
         with tempfile.TemporaryDirectory(prefix="agentrl-vllm-weights-", dir=shm_dir()) as tmp:
-            folder = as_weights_folder(weights, Path(tmp))
-            if expected is not None:
-                got = folder_tensors(folder)
-                if HEAD not in expected and EMBED in expected:
-                    got.pop(HEAD, None)  # the tied head added above
-                check_tensors(expected, got)
-            countdown = Countdown(timeout, f"the weight update of vLLM at {self.base_url}")
+            load = self._load_step(weights, Path(tmp))
             with httpx.Client(base_url=self.base_url) as http:
                 mode = "wait" if in_flight == "finish" else "abort"
                 pause = http.post("/pause", params={"mode": mode}, timeout=countdown.left("pause"))
                 _raise_for_status(pause, "pause")
                 try:
-                    rpc = {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}
-                    reload = http.post("/collective_rpc", json=rpc, timeout=countdown.left("reload_weights"))
-                    _raise_for_status(reload, "reload_weights")
+                    method = load["method"]
+                    reload = http.post("/collective_rpc", json=load, timeout=countdown.left(method))
+                    _raise_for_status(reload, method)
+                    if method != "reload_weights":
+                        _check_extension_answer(reload, method, self.base_url)
                     reset = http.post("/reset_prefix_cache", timeout=countdown.left("reset_prefix_cache"))
                     _raise_for_status(reset, "reset_prefix_cache")
                     version_body = {"new_version": str(version)}
@@ -262,6 +292,54 @@ class VLLMServer(ManagedServer):
         if served != version:
             raise httpx.HTTPError(f"vLLM at {self.base_url} serves version {served} after an update to {version}")
         self.policy_version = version
+
+    def _load_step(self, weights: Mapping[str, torch.Tensor] | str | os.PathLike[str], scratch: Path) -> dict:
+        """The `/collective_rpc` body that loads `weights`, checked against the served model first: a delta, or a
+        full push that names its weights, through agentrl's extension; anything else through `reload_weights`."""
+        from agentrl.weight_delta import WEIGHTS_ID_KEY, is_delta
+
+        expected = self._expected_tensors()
+        file = None if isinstance(weights, Mapping) else Path(weights).expanduser().absolute()
+        if file is not None and file.is_file():
+            with file.open("rb") as f:
+                delta = is_delta(f.read(4))
+            if delta:
+                return {"method": "agentrl_apply_delta", "kwargs": {"path": str(file)}}
+            if WEIGHTS_ID_KEY in safetensors_file_metadata(file):
+                if expected is not None:
+                    check_tensors(expected, _without_tied_head(expected, folder_tensors_of(file)))
+                return {"method": "agentrl_load_weights", "kwargs": {"path": str(file)}}
+        folder = as_weights_folder(weights, scratch)
+        if expected is not None:
+            got = folder_tensors(folder)
+            check_tensors(expected, _without_tied_head(expected, got))
+        return {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}
+
+    def weights_dtype(self) -> str | None:
+        """The dtype vLLM serves in when agentrl's worker extension is loaded (it takes deltas then: see the
+        module docstring), else None (asked once)."""
+        if self._dtype is None:
+            try:
+                with httpx.Client(base_url=self.base_url, timeout=30.0) as http:
+                    answer = http.post("/collective_rpc", json={"method": "agentrl_weights_dtype"})
+                answers = answer.json().get("results") if answer.status_code == 200 else None
+                ok = bool(answers) and all(isinstance(a, dict) and a.get("ok") for a in answers)
+                self._dtype = str(answers[0]["dtype"]) if ok else ""  # type: ignore[index]
+            except (httpx.HTTPError, ValueError):
+                self._dtype = ""
+        return self._dtype or None
+
+    def weights_digest(self) -> str:
+        """`agentrl.weight_delta.weights_digest` of the weights vLLM loaded last through agentrl's extension
+        (every worker's must agree), to compare with the trainer's."""
+        with httpx.Client(base_url=self.base_url, timeout=120.0) as http:
+            answer = http.post("/collective_rpc", json={"method": "agentrl_weights_digest"})
+        _raise_for_status(answer, "agentrl_weights_digest")
+        results = _check_extension_answer(answer, "agentrl_weights_digest", self.base_url)
+        digests = {r["digest"] for r in results}
+        if len(digests) != 1:
+            raise httpx.HTTPError(f"vLLM at {self.base_url}: its workers hold different weights ({sorted(digests)})")
+        return digests.pop()
 
     abort_route = ("/abort_requests", {})
 
@@ -351,6 +429,37 @@ def check_tensors(expected: dict[str, list[int]], got: dict[str, list[int]]) -> 
     listed = [f"{label}: {names[:5]}{' ...' * (len(names) > 5)}" for label, names in problems.items() if names]
     if listed:
         raise ValueError("weights do not match the served model: " + "; ".join(listed))
+
+
+def safetensors_file_metadata(file: Path) -> dict[str, str]:
+    """The `__metadata__` of a safetensors file, from its header."""
+    with file.open("rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    return header.get("__metadata__") or {}
+
+
+def _without_tied_head(expected: dict[str, list[int]], got: dict[str, list[int]]) -> dict[str, list[int]]:
+    """`got` less a tied head the served model's folder does not list (added for vLLM's reload, not a mismatch)."""
+    if HEAD not in expected and EMBED in expected:
+        return {name: shape for name, shape in got.items() if name != HEAD}
+    return got
+
+
+def _check_extension_answer(response: httpx.Response, method: str, url: str) -> list[dict]:
+    """Each worker's answer to an extension `method` (`agentrl.vllm_worker`); raises what the first refusal says:
+    `DeltaBaseMismatchError` for a delta against other weights, else `httpx.HTTPError`."""
+    from agentrl.weight_delta import DeltaBaseMismatchError
+
+    results = response.json().get("results") or []
+    refused = [r for r in results if not (isinstance(r, dict) and r.get("ok"))]
+    if not results or refused:
+        first = refused[0] if refused else {"error": "no worker answered"}
+        error = first.get("error", first) if isinstance(first, dict) else first
+        if isinstance(first, dict) and first.get("base_mismatch"):
+            raise DeltaBaseMismatchError(f"vLLM at {url}: {error}")
+        hint = "" if isinstance(first, dict) else f" (is vLLM started with --worker-extension-cls {EXTENSION}?)"
+        raise httpx.HTTPError(f"vLLM at {url} refused {method}: {error}{hint}")
+    return results
 
 
 def _raise_for_status(response: httpx.Response, step: str) -> None:
