@@ -9,14 +9,19 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
+import zstandard
 
 from agentrl.rollout.servers.hf.app import create_app
 from agentrl.rollout.servers.hf.weights import base_state, payload_weights_id, read_state_dict
 from agentrl.trainer.sync import WeightSync
 from agentrl.weight_delta import (
+    GAPS,
+    LONG_GAP,
     DeltaBaseMismatchError,
     DeltaError,
     WeightDelta,
+    _positions,
+    _tensors_of,
     apply_delta,
     cast_state,
     check_delta,
@@ -67,25 +72,60 @@ def test_delta_turns_the_old_cast_into_the_new_bit_for_bit(dtype: torch.dtype) -
     assert weights_digest(held) == weights_digest(new) != weights_digest(old)
 
 
-def test_differences_travel_at_half_width_and_the_ones_that_do_not_fit_as_escapes() -> None:
+def test_a_bf16_delta_is_sparse_at_half_width_and_what_does_not_fit_travels_as_escapes() -> None:
     old_fp32 = fp32_state()
     new_fp32 = adam_like_step(old_fp32, 3e-5, seed=1)
     new_fp32["b"][:2] = torch.tensor([-1e-30, 1e-30])  # signs that flip: their bits move by about 2**15
     old, new = cast_state(old_fp32, torch.bfloat16), cast_state(new_fp32, torch.bfloat16)
     delta = decode_delta(delta_of(new, old))
-    assert delta.diff["a"].dtype == delta.diff["b"].dtype == torch.int8
+    assert set(delta.sparse) == {"a", "b"} and not delta.diff, "a few changed: only those travel"
+    for name in ("a", "b"):
+        full = new[name].view(torch.int16).view(-1) - old[name].view(torch.int16).view(-1)
+        positions, values = delta.sparse[name]
+        assert torch.equal(positions, full.nonzero().view(-1)) and values.dtype == torch.int8
+    index, value = delta.escapes["b"]
+    assert delta.sparse["b"][0][index][:2].tolist() == [0, 1] and value.dtype == torch.int16
     escaped_in_a = delta.escapes["a"][0].numel() if "a" in delta.escapes else 0
     assert escaped_in_a < 0.01 * new["a"].numel(), "only a value crossing zero needs an escape"
-    index, value = delta.escapes["b"]
-    assert index[:2].tolist() == [0, 1] and value.dtype == torch.int16
-    full = new["b"].view(torch.int16) - old["b"].view(torch.int16)
-    assert torch.equal(delta.diff["b"][index].to(torch.int16) + value, full[index]), "narrow + escape = difference"
     without_escapes = {k: v.clone() for k, v in old.items()}
     apply_delta(WeightDelta(**{**vars(delta), "escapes": {}}), without_escapes)
     assert not torch.equal(without_escapes["b"], new["b"]), "the escapes carry what the narrow differences cannot"
     out_of_range = WeightDelta(**{**vars(delta), "escapes": {"b": (index + 10_000, value)}})
-    with pytest.raises(DeltaError, match="difference of"):
+    with pytest.raises(DeltaError, match="differences at"):
         check_delta(out_of_range, old, "base")
+    with pytest.raises(DeltaError, match="differences at"):
+        check_delta(delta, {**old, "b": old["b"][:100].clone()}, "base")  # positions past its end
+
+
+def test_positions_far_apart_travel_as_long_gaps_and_malformed_gaps_are_refused() -> None:
+    old = {"w": torch.zeros(100_000, dtype=torch.bfloat16)}
+    new = {"w": old["w"].clone()}
+    new["w"][[3, 300, 99_999]] = 1.0  # gaps of 4, 297 and 99_699
+    blob = delta_of(new, old)
+    held = {"w": old["w"].clone()}
+    apply_delta(decode_delta(blob), held)
+    assert torch.equal(held["w"], new["w"])
+    raw = zstandard.ZstdDecompressor().decompress(blob)
+    tensors = {k: v.clone() for k, v in _tensors_of(raw).items()}
+    assert tensors["w" + LONG_GAP].tolist() == [297, 99_699]
+    tensors["w" + GAPS][0] = 0  # a position named twice
+    with pytest.raises(DeltaError, match="names a position twice"):
+        _positions("w", tensors)
+
+
+def test_an_fp32_delta_under_adam_is_dense_at_half_width_with_escapes() -> None:
+    old_fp32 = fp32_state()
+    new_fp32 = adam_like_step(old_fp32, 3e-5, seed=1)
+    new_fp32["b"][:2] = torch.tensor([-1e-30, 1e-30])
+    delta = decode_delta(delta_of(new_fp32, old_fp32))
+    assert not delta.sparse and delta.diff["a"].dtype == delta.diff["b"].dtype == torch.int16
+    index, value = delta.escapes["b"]
+    assert index[:2].tolist() == [0, 1] and value.dtype == torch.int32
+    full = new_fp32["b"].view(torch.int32) - old_fp32["b"].view(torch.int32)
+    assert torch.equal(delta.diff["b"][index].to(torch.int32) + value, full[index]), "narrow + escape = difference"
+    out_of_range = WeightDelta(**{**vars(delta), "escapes": {"b": (index + 10_000, value)}})
+    with pytest.raises(DeltaError, match="difference of"):
+        check_delta(out_of_range, old_fp32, "base")
 
 
 def test_bf16_delta_at_a_training_learning_rate_is_small() -> None:
