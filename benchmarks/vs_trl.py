@@ -26,7 +26,11 @@ both sides: the model (SmolLM2-135M-Instruct), the training prompts (the chat te
 the reward (agentrl's own `contains`, `brevity` and `normalized_match` functions, weights 0.3 / 0.2 / 0.5), the
 group size (8), prompts per step (4), learning rate, steps, temperature (1.0), reply budget (16 tokens) and seed.
 Everything else is each side's default; TRL's that differ from agentrl's are named in the JSON line
-(`trl_defaults_kept`).
+(`trl_defaults_kept`). At equal work the precision is set equal too (`precision_set_equal`): TRL's `GRPOConfig`
+turns bf16 on by default, and on a CPU with bf16 its trainer then runs forward and backward under bf16 autocast
+(3 steps here: 56.6 s, against 81.2 s with `bf16=False`), so agentrl's side computes in bf16 as well
+(`trainer.dtype=bfloat16`, `rollout.dtype=bfloat16`; its CPU default is float32). The learning mode keeps each
+side's default precision.
 * **tool_use**: the `tool_use` recipe (a calculator over up to 3 turns) against TRL's `tools=`, at equal work
   (`tool_use_ratio`); what is set equal, and the one thing that cannot be, is in `benchmarks/vs_trl_tool_use.py`.
 The last line printed is one JSON object.
@@ -226,11 +230,32 @@ def greedy_held_out(model: Any, tokenizer: Any) -> float:
 # --- the comparison ---------------------------------------------------------------------------------------------
 
 
+def trl_precision() -> str:
+    """The dtype TRL's `GRPOTrainer` computes in here with its defaults: its `GRPOConfig` turns `bf16` on, and on a
+    CPU accelerate then autocasts forward and backward to bfloat16 where torch supports it."""
+    from accelerate.utils import is_bf16_available
+    from trl import GRPOConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bf16 = GRPOConfig(output_dir=tmp, use_cpu=True, report_to=[]).bf16
+    return "bfloat16" if bf16 and is_bf16_available(True) else "float32"
+
+
+def equal_precision() -> list[str]:
+    """agentrl's settings that compute in TRL's precision (none where that is float32, agentrl's CPU default)."""
+    return ["trainer.dtype=bfloat16", "rollout.dtype=bfloat16"] if trl_precision() == "bfloat16" else []
+
+
 def equal_work(model_path: str, steps: int, group: int, tmp: Path, with_skipping: bool = True) -> dict[str, Any]:
-    ours = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-equal", skip=False, evaluate=False, group=group)
-    skipping = None
-    if with_skipping:
-        skipping = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-skip", skip=True, evaluate=False, group=group)
+    settings = AGENTRL_SETTINGS[:]
+    AGENTRL_SETTINGS[:] = [*equal_precision(), *settings]
+    try:
+        ours = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-equal", skip=False, evaluate=False, group=group)
+        skipping = None
+        if with_skipping:
+            skipping = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-skip", skip=True, evaluate=False, group=group)
+    finally:
+        AGENTRL_SETTINGS[:] = settings
     theirs = trl_run(model_path, steps, FROZEN_LR, 1, tmp / "trl-equal", evaluate=False, group=group)
     skipped = f" ({skipping['wall_s']:.1f} s skipping)" if skipping else ""
     print(
@@ -292,6 +317,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "prompts_per_step": PROMPTS_PER_STEP,
         "agentrl_settings": args.agentrl_set,
         "tool_agentrl_settings": args.tool_agentrl_set,
+        "precision_set_equal": trl_precision(),
+        "precision_agentrl_settings": equal_precision(),
     }
     with tempfile.TemporaryDirectory() as tmp:
         if args.mode in ("equal_work", "both", "all", "quick"):
@@ -301,7 +328,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tool_prompts = 1 if args.quick else PROMPTS_PER_STEP  # the quick smoke: one prompt of ~500 tokens
             result.update(
                 vs_trl_tool_use.equal_work(
-                    model_path, args.steps, tool_group, tool_prompts, args.tool_agentrl_set, Path(tmp), FROZEN_LR
+                    model_path,
+                    args.steps,
+                    tool_group,
+                    tool_prompts,
+                    [*equal_precision(), *args.tool_agentrl_set],
+                    Path(tmp),
+                    FROZEN_LR,
                 )
             )
         if args.mode in ("learning", "both", "all"):

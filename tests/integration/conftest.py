@@ -29,6 +29,32 @@ def _return_freed_memory():
     release_freed_memory()
 
 
+BACKGROUND_SMOKE_TEST = "test_a_long_benchmark_ran_in_its_quick_mode_beside_the_others"
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The tests that collect the background benchmark smokes go last (`test_benchmarks_smoke.py`): the smokes run
+    beside everything before them."""
+    items.sort(key=lambda item: BACKGROUND_SMOKE_TEST in item.name)
+
+
+@pytest.fixture(scope="session")
+def background_smokes(default_model_path):
+    """The benchmark smokes that run in the background (`smokes.BACKGROUND`), started on first use."""
+    from tests.integration.smokes import BACKGROUND, SCRIPTS, BackgroundSmokes
+
+    smokes = BackgroundSmokes(tuple(s for s in BACKGROUND if s in SCRIPTS))
+    yield smokes
+    smokes.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _benchmark_smokes_from_the_start(request):
+    """Start the background benchmark smokes with the session's first test, when the session runs their tests."""
+    if any(BACKGROUND_SMOKE_TEST in item.name for item in request.session.items):
+        request.getfixturevalue("background_smokes")
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: not skipping)")
