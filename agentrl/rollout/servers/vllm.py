@@ -414,9 +414,13 @@ def folder_tensors(folder: Path) -> dict[str, list[int]]:
 
 def folder_tensors_of(file: Path) -> dict[str, list[int]]:
     """Names and shapes of the tensors of one safetensors file, from its header."""
+    return {k: v["shape"] for k, v in _header(file).items() if k != "__metadata__"}
+
+
+def _header(file: Path) -> dict:
+    """A safetensors file's JSON header (read alone, not the tensors)."""
     with file.open("rb") as f:
-        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-    return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+        return json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
 
 
 def check_tensors(expected: dict[str, list[int]], got: dict[str, list[int]]) -> None:
@@ -433,9 +437,7 @@ def check_tensors(expected: dict[str, list[int]], got: dict[str, list[int]]) -> 
 
 def safetensors_file_metadata(file: Path) -> dict[str, str]:
     """The `__metadata__` of a safetensors file, from its header."""
-    with file.open("rb") as f:
-        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-    return header.get("__metadata__") or {}
+    return _header(file).get("__metadata__") or {}
 
 
 def _without_tied_head(expected: dict[str, list[int]], got: dict[str, list[int]]) -> dict[str, list[int]]:
