@@ -19,13 +19,11 @@ from agentrl.rollout.servers.vllm import (
     VLLMConfig,
     VLLMNotInstalledError,
     VLLMServer,
-    as_weights_folder,
     build_command,
     build_env,
-    check_tensors,
-    folder_tensors,
     vllm_python,
 )
+from agentrl.rollout.servers.vllm_weights import as_weights_folder, check_tensors, folder_tensors
 from agentrl.weights_io import save_state_dict
 
 torch = pytest.importorskip("torch")

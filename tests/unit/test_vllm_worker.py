@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agentrl.rollout.servers.vllm import EXTENSION, VLLMConfig, VLLMServer, build_command, build_env
+from agentrl.rollout.servers.vllm import VLLMConfig, VLLMServer, build_command, build_env
+from agentrl.rollout.servers.vllm_weights import EXTENSION
 from agentrl.vllm_worker import EMBED, HEAD, WeightsExtension
 from agentrl.weight_delta import WEIGHTS_ID_KEY, cast_state, encode_delta, weights_digest
 from agentrl.weights_io import save_state_dict

@@ -41,7 +41,7 @@ import httpx
 from agentrl.rollout.completions import TokenOutput
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.process import ManagedServer, apply_overrides, free_port
-from agentrl.rollout.servers.vllm import as_weights_folder
+from agentrl.rollout.servers.vllm_weights import as_weights_folder
 from agentrl.rollout.sglang_generate import GENERATE_PATH, generate_request, parse_generate_response
 
 if TYPE_CHECKING:

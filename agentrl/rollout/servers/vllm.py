@@ -37,7 +37,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import struct
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -57,6 +56,16 @@ from agentrl.rollout.servers.process import (
     free_port,
     shm_dir,
 )
+from agentrl.rollout.servers.vllm_weights import (
+    EXTENSION,
+    as_weights_folder,
+    check_extension_answer,
+    check_tensors,
+    folder_tensors,
+    folder_tensors_of,
+    safetensors_file_metadata,
+    without_tied_head,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -64,9 +73,6 @@ if TYPE_CHECKING:
 DEFAULT_VENV = "~/.cache/agentrl/venvs/vllm"
 RESUME_GRACE_S = 10.0
 """Seconds a resume after a failed update step may take beyond the update's deadline."""
-HEAD, EMBED = "lm_head.weight", "model.embed_tokens.weight"
-EXTENSION = "agentrl.vllm_worker.WeightsExtension"
-"""agentrl's worker extension (`--worker-extension-cls`): weight deltas applied inside vLLM."""
 
 
 class VLLMNotInstalledError(UserError):
@@ -278,7 +284,7 @@ class VLLMServer(ManagedServer):
                     reload = http.post("/collective_rpc", json=load, timeout=countdown.left(method))
                     _raise_for_status(reload, method)
                     if method != "reload_weights":
-                        _check_extension_answer(reload, method, self.base_url)
+                        check_extension_answer(reload, method, self.base_url)
                     reset = http.post("/reset_prefix_cache", timeout=countdown.left("reset_prefix_cache"))
                     _raise_for_status(reset, "reset_prefix_cache")
                     version_body = {"new_version": str(version)}
@@ -307,12 +313,12 @@ class VLLMServer(ManagedServer):
                 return {"method": "agentrl_apply_delta", "kwargs": {"path": str(file)}}
             if WEIGHTS_ID_KEY in safetensors_file_metadata(file):
                 if expected is not None:
-                    check_tensors(expected, _without_tied_head(expected, folder_tensors_of(file)))
+                    check_tensors(expected, without_tied_head(expected, folder_tensors_of(file)))
                 return {"method": "agentrl_load_weights", "kwargs": {"path": str(file)}}
         folder = as_weights_folder(weights, scratch)
         if expected is not None:
             got = folder_tensors(folder)
-            check_tensors(expected, _without_tied_head(expected, got))
+            check_tensors(expected, without_tied_head(expected, got))
         return {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}
 
     def weights_dtype(self) -> str | None:
@@ -335,7 +341,7 @@ class VLLMServer(ManagedServer):
         with httpx.Client(base_url=self.base_url, timeout=120.0) as http:
             answer = http.post("/collective_rpc", json={"method": "agentrl_weights_digest"})
         _raise_for_status(answer, "agentrl_weights_digest")
-        results = _check_extension_answer(answer, "agentrl_weights_digest", self.base_url)
+        results = check_extension_answer(answer, "agentrl_weights_digest", self.base_url)
         digests = {r["digest"] for r in results}
         if len(digests) != 1:
             raise httpx.HTTPError(f"vLLM at {self.base_url}: its workers hold different weights ({sorted(digests)})")
@@ -374,94 +380,6 @@ class VLLMServer(ManagedServer):
         if self._expected is None and self.model_path is not None:
             self._expected = folder_tensors(Path(self.model_path))
         return self._expected
-
-
-def as_weights_folder(weights: Mapping[str, torch.Tensor] | str | os.PathLike[str], scratch: Path) -> Path:
-    """A folder of safetensors files holding `weights` (a state dict, a safetensors file or a folder of them),
-    written or linked into `scratch`, with `lm_head.weight` always present (a tied head missing from `weights` is
-    added as a copy of `model.embed_tokens.weight`: see the module docstring).
-    """
-    from agentrl.weights_io import save_state_dict  # imports torch: only when weights are written
-
-    if isinstance(weights, Mapping):
-        state = dict(weights)
-        if HEAD not in state and EMBED in state:
-            state[HEAD] = state[EMBED]
-        save_state_dict(state, scratch / "model.safetensors", keep=[HEAD])
-        return scratch
-    path = Path(weights).expanduser().absolute()
-    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path] if path.suffix == ".safetensors" else []
-    if not files or not all(f.is_file() for f in files):
-        raise ValueError(f"{path} is neither a folder of safetensors files nor a .safetensors file")
-    for file in files:
-        (scratch / file.name).symlink_to(file)
-    holding = {name: file for file in files for name in folder_tensors_of(file)}
-    if HEAD not in holding and EMBED in holding:
-        from safetensors import safe_open
-
-        with safe_open(str(holding[EMBED]), framework="pt") as f:
-            save_state_dict({HEAD: f.get_tensor(EMBED)}, scratch / "agentrl-tied-lm-head.safetensors")
-    return scratch
-
-
-def folder_tensors(folder: Path) -> dict[str, list[int]]:
-    """Names and shapes of the tensors in a folder's safetensors files, read from their headers only."""
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise ValueError(f"no .safetensors file in {folder}")
-    return {name: shape for file in files for name, shape in folder_tensors_of(file).items()}
-
-
-def folder_tensors_of(file: Path) -> dict[str, list[int]]:
-    """Names and shapes of the tensors of one safetensors file, from its header."""
-    return {k: v["shape"] for k, v in _header(file).items() if k != "__metadata__"}
-
-
-def _header(file: Path) -> dict:
-    """A safetensors file's JSON header (read alone, not the tensors)."""
-    with file.open("rb") as f:
-        return json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-
-
-def check_tensors(expected: dict[str, list[int]], got: dict[str, list[int]]) -> None:
-    """Raise `ValueError` listing the missing, unexpected and mis-shaped tensors of `got`."""
-    problems = {
-        "missing": sorted(set(expected) - set(got)),
-        "unexpected": sorted(set(got) - set(expected)),
-        "wrong shape": sorted(k for k in set(expected) & set(got) if list(expected[k]) != list(got[k])),
-    }
-    listed = [f"{label}: {names[:5]}{' ...' * (len(names) > 5)}" for label, names in problems.items() if names]
-    if listed:
-        raise ValueError("weights do not match the served model: " + "; ".join(listed))
-
-
-def safetensors_file_metadata(file: Path) -> dict[str, str]:
-    """The `__metadata__` of a safetensors file, from its header."""
-    return _header(file).get("__metadata__") or {}
-
-
-def _without_tied_head(expected: dict[str, list[int]], got: dict[str, list[int]]) -> dict[str, list[int]]:
-    """`got` less a tied head the served model's folder does not list (added for vLLM's reload, not a mismatch)."""
-    if HEAD not in expected and EMBED in expected:
-        return {name: shape for name, shape in got.items() if name != HEAD}
-    return got
-
-
-def _check_extension_answer(response: httpx.Response, method: str, url: str) -> list[dict]:
-    """Each worker's answer to an extension `method` (`agentrl.vllm_worker`); raises what the first refusal says:
-    `DeltaBaseMismatchError` for a delta against other weights, else `httpx.HTTPError`."""
-    from agentrl.weight_delta import DeltaBaseMismatchError
-
-    results = response.json().get("results") or []
-    refused = [r for r in results if not (isinstance(r, dict) and r.get("ok"))]
-    if not results or refused:
-        first = refused[0] if refused else {"error": "no worker answered"}
-        error = first.get("error", first) if isinstance(first, dict) else first
-        if isinstance(first, dict) and first.get("base_mismatch"):
-            raise DeltaBaseMismatchError(f"vLLM at {url}: {error}")
-        hint = "" if isinstance(first, dict) else f" (is vLLM started with --worker-extension-cls {EXTENSION}?)"
-        raise httpx.HTTPError(f"vLLM at {url} refused {method}: {error}{hint}")
-    return results
 
 
 def _raise_for_status(response: httpx.Response, step: str) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 
 from agentrl.rollout.servers.nccl import rank_layout, require_cuda, require_package
-from agentrl.rollout.servers.vllm import EMBED, HEAD
+from agentrl.rollout.servers.vllm_weights import EMBED, HEAD
 
 if TYPE_CHECKING:
     import torch
