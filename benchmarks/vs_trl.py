@@ -114,11 +114,13 @@ def agentrl_train(
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def agentrl_run(steps: int, lr: float, seed: int, out: Path, skip: bool, evaluate: bool, group: int) -> dict:
+def agentrl_run(
+    steps: int, lr: float, seed: int, out: Path, skip: bool, evaluate: bool, group: int, extra: list[str] | None = None
+) -> dict:
     """`agentrl train recipe=quickstart` for `steps` steps; its wall time over the steps and held-out reward."""
     metrics = agentrl_train(
         "quickstart", out, steps=steps, lr=lr, seed=seed, group=group, prompts=PROMPTS_PER_STEP, skip=skip,
-        eval_every=steps if evaluate else 0, extra=AGENTRL_SETTINGS,
+        eval_every=steps if evaluate else 0, extra=[*(extra or []), *AGENTRL_SETTINGS],
     )  # fmt: skip
     trained = [m for m in metrics if "perf/wall_s" in m]
     held_out = [m["eval/reward_mean"] for m in metrics if "eval/reward_mean" in m]
@@ -247,15 +249,11 @@ def equal_precision() -> list[str]:
 
 
 def equal_work(model_path: str, steps: int, group: int, tmp: Path, with_skipping: bool = True) -> dict[str, Any]:
-    settings = AGENTRL_SETTINGS[:]
-    AGENTRL_SETTINGS[:] = [*equal_precision(), *settings]
-    try:
-        ours = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-equal", skip=False, evaluate=False, group=group)
-        skipping = None
-        if with_skipping:
-            skipping = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-skip", skip=True, evaluate=False, group=group)
-    finally:
-        AGENTRL_SETTINGS[:] = settings
+    same = {"evaluate": False, "group": group, "extra": equal_precision()}
+    ours = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-equal", skip=False, **same)
+    skipping = None
+    if with_skipping:
+        skipping = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-skip", skip=True, **same)
     theirs = trl_run(model_path, steps, FROZEN_LR, 1, tmp / "trl-equal", evaluate=False, group=group)
     skipped = f" ({skipping['wall_s']:.1f} s skipping)" if skipping else ""
     print(
