@@ -5,12 +5,13 @@ a delta against them (`encode_delta`): an unchanged tensor is left out; a change
 its raw bits, `new_bits - old_bits` in the values' own integer width (modular, so adding it back is exact whatever
 it wrapped to). A bf16 element whose bf16 value did not change has a difference of 0, one that moved by a rounding
 step ±1, and at the recipes' learning rates about 90 % did not change. So a tensor where at most a third changed
-is sent sparse: the gap from each changed element to the one before (one byte; the rare longer gap beside, whole)
-and its difference at half width (int8 for bf16; the few that do not fit, a sign that flipped near zero, beside as
-escapes: where, and what the wrapped value left out). One that mostly changed (fp32 under Adam) is sent dense,
-every difference at half width with the same escapes. Sparse, what zstandard compresses and decompresses is a fifth
-of the dense bytes, which were most of a delta's cost. Applying it adds the differences to the server's bits
-(`apply_delta`): the result equals the trainer's cast exactly, which `weights_digest` checks on both sides.
+is sent sparse: a code byte per changed element, its gap from the one before and whether it moved -1, +1 or by a
+difference in the values beside (half width, int8 for bf16; the few that do not fit, a sign that flipped near zero,
+beside as escapes: where, and what the wrapped value left out), with the rare long gaps whole. One that mostly
+changed (fp32 under Adam) is sent dense, every difference at half width with the same escapes. Applying it adds the
+differences to the server's bits (`apply_delta`): the result equals the trainer's cast exactly, which
+`weights_digest` checks on both sides. The sparse entries are made, checked and applied by compiled single-pass
+loops (`agentrl.delta_kernels`, where the code byte is laid out), tensors in parallel threads.
 
 A delta names the weights it applies to (`base_id`, the id the server got with them, and `base_version`) and the
 id the result gets; a server holding anything else refuses it, and the trainer then pushes in full.
@@ -19,25 +20,29 @@ id the result gets; a server holding anything else refuses it, and the trainer t
 from __future__ import annotations
 
 import json
+import os
 import struct
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import torch
 
 from agentrl.weights_io import unique_tensors
 
-FORMAT = "agentrl-delta-3"
+FORMAT = "agentrl-delta-4"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _HALF = {torch.int16: torch.int8, torch.int32: torch.int16, torch.int64: torch.int32}
 DIFF, NARROW, ESCAPE_INDEX, ESCAPE_VALUE = "::diff", "::narrow", "::escape_index", "::escape_value"
 """Suffixes of a changed tensor's entries: its full-width differences, or its half-width ones with the escapes."""
-GAPS, LONG_GAP_INDEX, LONG_GAP, VALUES = "::gaps", "::long_gap_index", "::long_gap", "::values"
-"""Suffixes of a sparse tensor's entries: its positions, a byte per changed element (255: the gap is in
-`LONG_GAP`), and their half-width differences (with the escapes)."""
+CODES, LONG_GAP, VALUES = "::codes", "::long_gap", "::values"
+"""Suffixes of a sparse tensor's entries: a code byte per changed element (`agentrl.delta_kernels`), the gaps too
+long for it (int64), the differences that are not ±1 (half width, with the escapes)."""
 SPARSE_AT_MOST = 1 / 3
 """The largest share of changed elements a tensor is sent sparse with (two bytes each, against one per element)."""
 
@@ -48,6 +53,23 @@ class DeltaError(ValueError):
 
 class DeltaBaseMismatchError(DeltaError):
     """The server does not hold the weights the delta was computed against: it needs a full push."""
+
+
+@dataclass
+class SparseDiff:
+    """A tensor's changed elements: a code byte each (its gap from the one before, the first's from -1, and whether
+    it moved -1, +1 or by the next of `values`), the gaps too long for a code, and the differences that are not ±1
+    at half width (with the tensor's escapes, indexed into `values`)."""
+
+    codes: torch.Tensor
+    values: torch.Tensor
+    long_gaps: torch.Tensor
+
+    def positions(self) -> torch.Tensor:
+        """The changed elements' positions (int64, increasing)."""
+        gaps = (self.codes >> 2).to(torch.int64)
+        gaps[gaps == 0] = self.long_gaps
+        return gaps.cumsum(0) - 1
 
 
 @dataclass
@@ -64,9 +86,8 @@ class WeightDelta:
     escapes: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     """Per tensor sent at half width with elements that did not fit: their positions (in `diff`, or in the sparse
     values), and at each what the wrapped half-width difference left out (full width): the two added give it."""
-    sparse: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
-    """Per changed tensor sent sparse: the positions of its changed elements (int64, increasing) and their
-    differences (as in `diff`, with `escapes`)."""
+    sparse: dict[str, SparseDiff] = field(default_factory=dict)
+    """Per changed tensor sent sparse: where its changed elements are and their differences (with `escapes`)."""
 
 
 def cast_state(state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -91,8 +112,9 @@ def encode_delta(
     if set(new) != set(old):
         raise DeltaError(f"a delta needs the same tensors on both sides; differ: {sorted(set(new) ^ set(old))[:5]}")
     tensors: dict[str, torch.Tensor] = {}
-    for name, tensor in new.items():
-        tensors.update(_encode_tensor(name, tensor, old[name]))
+    largest_first = sorted(new, key=lambda name: -new[name].numel())
+    for entries in _in_threads(lambda name: _encode_tensor(name, new[name], old[name]), largest_first):
+        tensors.update(entries)
     meta = {"format": FORMAT, "base_id": base_id, "base_version": base_version, "new_id": new_id, "version": version}
     return _compress_safetensors(tensors, {k: str(v) for k, v in meta.items()}, level)
 
@@ -118,12 +140,13 @@ def decode_delta(data: bytes) -> WeightDelta:
     for key, tensor in tensors.items():
         if key.endswith((DIFF, NARROW)):
             delta.diff[key.removesuffix(DIFF).removesuffix(NARROW)] = tensor
-        elif key.endswith(GAPS):
-            name = key.removesuffix(GAPS)
-            values = tensors.get(name + VALUES)
-            if values is None or values.numel() != tensor.numel():
-                raise DeltaError(f"cannot read the weight delta: {name} has positions but not as many differences")
-            delta.sparse[name] = (_positions(name, tensors), values)
+        elif key.endswith(CODES):
+            name = key.removesuffix(CODES)
+            values = tensors.get(name + VALUES, torch.zeros(0, dtype=torch.int8))
+            long_gaps = tensors.get(name + LONG_GAP, torch.zeros(0, dtype=torch.int64))
+            if tensor.dtype != torch.uint8 or long_gaps.dtype != torch.int64:
+                raise DeltaError(f"cannot read the weight delta: {name}'s codes are {tensor.dtype}, {long_gaps.dtype}")
+            delta.sparse[name] = SparseDiff(tensor, values, long_gaps)
         elif key.endswith(ESCAPE_INDEX):
             name = key.removesuffix(ESCAPE_INDEX)
             if name + ESCAPE_VALUE not in tensors:
@@ -146,36 +169,84 @@ def check_delta(delta: WeightDelta, target: Mapping[str, torch.Tensor], held_id:
             problems.append(f"{name}: not a tensor of this model")
         elif diff.numel() != have.numel() or not have.is_contiguous() or not _fits(diff, have, delta.escapes.get(name)):
             problems.append(f"{name}: a {diff.dtype} difference of {diff.numel()} for {have.dtype} {tuple(have.shape)}")
-    for name, (positions, values) in delta.sparse.items():
+    names = sorted(delta.sparse, key=lambda name: -delta.sparse[name].codes.numel())
+    extents = dict(
+        zip(
+            names,
+            _in_threads(lambda name: _sparse_extent(delta.sparse[name], delta.escapes.get(name)), names),
+            strict=True,
+        )
+    )
+    for name, sparse in delta.sparse.items():
         have = target.get(name)
-        inside = have is not None and (not positions.numel() or int(positions[-1]) < have.numel())
+        escapes = delta.escapes.get(name)
         if have is None:
             problems.append(f"{name}: not a tensor of this model")
-        elif not inside or not have.is_contiguous() or not _fits(values, have, delta.escapes.get(name), dense=False):
-            problems.append(
-                f"{name}: {values.dtype} differences at {positions.numel()} positions up to "
-                f"{int(positions[-1]) if positions.numel() else 0} for {have.dtype} {tuple(have.shape)}"
-            )
+        elif not have.is_contiguous() or not _fits_sparse(sparse, have, escapes):
+            problems.append(f"{name}: {sparse.values.dtype} differences for {have.dtype} {tuple(have.shape)}")
+        elif (last := extents[name]) < -1:
+            problems.append(f"{name}: malformed codes (long gaps, values or escapes that do not add up)")
+        elif last >= have.numel():
+            problems.append(f"{name}: differences at positions up to {last} for {have.dtype} {tuple(have.shape)}")
     if problems:
         raise DeltaError("the weight delta does not fit this model: " + "; ".join(problems[:5]))
 
 
 @torch.no_grad()
 def apply_delta(delta: WeightDelta, target: Mapping[str, torch.Tensor]) -> None:
-    """Apply `delta` to `target` in place (call `check_delta` first)."""
-    for name, diff in delta.diff.items():
-        bits = _bits(target[name]).view(-1)
-        bits.add_(diff)  # modular integer add (a half-width difference is widened by it): exact
-        if name in delta.escapes:
-            index, value = delta.escapes[name]
-            bits.index_add_(0, index, value)
-    for name, (positions, values) in delta.sparse.items():
-        bits = _bits(target[name]).view(-1)
-        wide = values.to(bits.dtype)
-        if name in delta.escapes:
-            index, value = delta.escapes[name]
-            wide.index_add_(0, index, value)
-        bits.index_add_(0, positions, wide)
+    """Apply `delta` to `target` in place (call `check_delta` first); tensors on an accelerator are changed on a
+    host copy and copied back."""
+    names = sorted([*delta.diff, *delta.sparse], key=lambda name: -target[name].numel())
+    list(_in_threads(lambda name: _on_host(target[name], lambda bits: _apply_tensor(delta, name, bits)), names))
+
+
+def _apply_tensor(delta: WeightDelta, name: str, bits: torch.Tensor) -> None:
+    """Apply `delta`'s change of tensor `name` to `bits` (its raw bits, flat, on the host)."""
+    escapes = delta.escapes.get(name)
+    if name in delta.diff:
+        bits.add_(delta.diff[name])  # modular integer add (a half-width difference is widened by it): exact
+        if escapes is not None:
+            bits.index_add_(0, *escapes)
+        return
+    from agentrl import delta_kernels
+
+    sparse = delta.sparse[name]
+    escape_at, escape_value = _numpy_escapes(escapes, bits.dtype)
+    width = bits.element_size() * 8
+    codes, values, long_gaps = sparse.codes.numpy(), sparse.values.numpy(), sparse.long_gaps.numpy()
+    delta_kernels.apply_sparse(bits.numpy(), width, codes, values, long_gaps, escape_at, escape_value)
+
+
+def _on_host(tensor: torch.Tensor, change: Callable[[torch.Tensor], None]) -> None:
+    """Run `change` on the tensor's raw bits (flat) in place: on a host copy copied back if it is not on the CPU."""
+    on_cpu = tensor.device.type == "cpu"
+    host = tensor.detach() if on_cpu else tensor.detach().cpu()
+    change(_bits(host).view(-1))
+    if not on_cpu:
+        tensor.detach().copy_(host)
+
+
+def _sparse_extent(sparse: SparseDiff, escapes: tuple[torch.Tensor, torch.Tensor] | None) -> int:
+    """The last position `sparse` changes (-1: none; -2: malformed gaps, long gaps or escapes)."""
+    from agentrl import delta_kernels
+
+    escape_at, _ = _numpy_escapes(escapes, torch.int64)
+    codes, values, long_gaps = sparse.codes.numpy(), sparse.values.numpy(), sparse.long_gaps.numpy()
+    return int(delta_kernels.sparse_extent(codes, values, long_gaps, escape_at))
+
+
+def _numpy_escapes(escapes: tuple[torch.Tensor, torch.Tensor] | None, width: torch.dtype) -> tuple[np.ndarray, ...]:
+    if escapes is None:
+        return np.zeros(0, np.int64), np.zeros(0, _NUMPY[width])
+    return escapes[0].to(torch.int64).numpy(), escapes[1].numpy()
+
+
+def _in_threads(work: Callable[[str], Any], names: Iterable[str]) -> list:
+    """`work` for each tensor name, in threads (the compiled loops and torch's ops release the GIL); results in the
+    order of `names` (give the largest first)."""
+    names = list(names)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1, 8))) as pool:
+        return list(pool.map(work, names))
 
 
 def weights_digest(state: Mapping[str, torch.Tensor]) -> str:
@@ -193,16 +264,43 @@ def _encode_tensor(name: str, new: torch.Tensor, old: torch.Tensor) -> dict[str,
     if new.shape != old.shape or new.dtype != old.dtype:
         raise DeltaError(f"{name}: {new.dtype} {tuple(new.shape)} against {old.dtype} {tuple(old.shape)}")
     new_bits, old_bits = _bits(new).view(-1), _bits(old).view(-1)
-    if torch.equal(new_bits, old_bits):
+    if new_bits.dtype in (torch.int16, torch.int32):
+        sparse = _sparse_entries(name, new_bits, old_bits)
+        if sparse is not None:
+            return sparse
+    elif torch.equal(new_bits, old_bits):
         return {}
     diff = new_bits - old_bits  # modular: adding it back is exact, whatever it wrapped to
     half = _HALF.get(diff.dtype)
     if half is None:
         return {name + DIFF: diff}
-    changed = diff.nonzero().view(-1)
-    if changed.numel() <= SPARSE_AT_MOST * diff.numel():
-        return {**_gaps(name, changed), **_narrowed(name, diff[changed], half)}
     return _narrowed(name, diff, half, dense=True)
+
+
+def _sparse_entries(name: str, new: torch.Tensor, old: torch.Tensor) -> dict[str, torch.Tensor] | None:
+    """The sparse entries of the elements that changed (none: unchanged), or None when more than
+    `SPARSE_AT_MOST` of them did (the tensor goes dense)."""
+    from agentrl import delta_kernels
+
+    limit = int(SPARSE_AT_MOST * new.numel())
+    half, width = _HALF[new.dtype], new.element_size() * 8
+    codes, values = torch.empty(limit, dtype=torch.uint8), torch.empty(limit, dtype=half)
+    long_gaps = torch.empty(min(limit, new.numel() // delta_kernels.SHORTEST_LONG_GAP) + 1, dtype=torch.int64)
+    escape_at, escape_value = torch.empty(limit, dtype=torch.int64), torch.empty(limit, dtype=new.dtype)
+    buffers = [t.numpy() for t in (codes, values, long_gaps, escape_at, escape_value)]
+    changed, valued, long, escaped = delta_kernels.encode_sparse(new.numpy(), old.numpy(), width, limit, *buffers)
+    if changed < 0:
+        return None
+    if changed == 0:
+        return {}
+    entries = {name + CODES: codes[:changed]}  # views: the rest of each buffer is never touched
+    if valued:
+        entries[name + VALUES] = values[:valued]
+    if long:
+        entries[name + LONG_GAP] = long_gaps[:long]
+    if escaped:
+        entries.update({name + ESCAPE_INDEX: escape_at[:escaped].clone(), name + ESCAPE_VALUE: escape_value[:escaped]})
+    return entries
 
 
 def _narrowed(name: str, diff: torch.Tensor, half: torch.dtype, dense: bool = False) -> dict[str, torch.Tensor]:
@@ -217,32 +315,6 @@ def _narrowed(name: str, diff: torch.Tensor, half: torch.dtype, dense: bool = Fa
         return {key: narrow}
     remainder = diff[index] - narrow[index]  # what the wrapped narrow value left out: adding both gives `diff`
     return {key: narrow, name + ESCAPE_INDEX: index, name + ESCAPE_VALUE: remainder}
-
-
-def _gaps(name: str, changed: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The positions `changed` (increasing) as the gap from each to the one before (the first: from -1), a byte
-    each; a gap of 255 or more is 255 there and whole in `LONG_GAP`."""
-    gaps = torch.diff(changed, prepend=changed.new_full((1,), -1))
-    entries = {name + GAPS: gaps.clamp(max=255).to(torch.uint8)}
-    long = (gaps >= 255).nonzero().view(-1)
-    if long.numel():
-        entries.update({name + LONG_GAP_INDEX: long, name + LONG_GAP: gaps[long]})
-    return entries
-
-
-def _positions(name: str, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The positions `_gaps` encoded, checked: every gap at least 1 (increasing positions, each once)."""
-    gaps = tensors[name + GAPS].to(torch.int64)
-    if name + LONG_GAP_INDEX in tensors:
-        index, long = tensors[name + LONG_GAP_INDEX], tensors.get(name + LONG_GAP)
-        if long is None or index.dtype != torch.int64 or long.dtype != torch.int64 or index.numel() != long.numel():
-            raise DeltaError(f"cannot read the weight delta: {name} has malformed long gaps")
-        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= gaps.numel() or int(long.min()) < 255):
-            raise DeltaError(f"cannot read the weight delta: {name} has malformed long gaps")
-        gaps[index] = long
-    if gaps.numel() and int(gaps.min()) < 1:
-        raise DeltaError(f"cannot read the weight delta: {name} names a position twice")
-    return gaps.cumsum(0) - 1
 
 
 def _fits(
@@ -263,9 +335,18 @@ def _fits(
     return positions and index.numel() == value.numel() and value.dtype == width and inside
 
 
+def _fits_sparse(sparse: SparseDiff, have: torch.Tensor, escapes: tuple[torch.Tensor, torch.Tensor] | None) -> bool:
+    """Whether `sparse`'s values (with `escapes`) are differences for `have`'s values (none at all: any width)."""
+    if not sparse.values.numel() and escapes is None:
+        return sparse.codes.dtype == torch.uint8
+    return _fits(sparse.values, have, escapes, dense=False)
+
+
 def _bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.view(_BITS[tensor.element_size()])
 
+
+_NUMPY = {torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64}
 
 _ST_DTYPES = {torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64"}
 

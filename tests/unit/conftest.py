@@ -1,3 +1,11 @@
+import os
+import tempfile
+
+# The weight-delta codec's compiled loops (agentrl.delta_kernels) check every index in unit tests, compiled into a
+# cache of their own (numba's cache does not tell checked from unchecked code: the run's loops would be checked too).
+os.environ["NUMBA_BOUNDSCHECK"] = "1"
+os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"agentrl-numba-checked-{os.getuid()}")
+
 import pytest
 
 import agentrl.harbor.package

@@ -15,12 +15,13 @@ from agentrl.rollout.servers.hf.app import create_app
 from agentrl.rollout.servers.hf.weights import base_state, payload_weights_id, read_state_dict
 from agentrl.trainer.sync import WeightSync
 from agentrl.weight_delta import (
-    GAPS,
+    CODES,
     LONG_GAP,
+    VALUES,
     DeltaBaseMismatchError,
     DeltaError,
+    SparseDiff,
     WeightDelta,
-    _positions,
     _tensors_of,
     apply_delta,
     cast_state,
@@ -81,19 +82,24 @@ def test_a_bf16_delta_is_sparse_at_half_width_and_what_does_not_fit_travels_as_e
     assert set(delta.sparse) == {"a", "b"} and not delta.diff, "a few changed: only those travel"
     for name in ("a", "b"):
         full = new[name].view(torch.int16).view(-1) - old[name].view(torch.int16).view(-1)
-        positions, values = delta.sparse[name]
-        assert torch.equal(positions, full.nonzero().view(-1)) and values.dtype == torch.int8
+        changed = full.nonzero().view(-1)
+        sparse = delta.sparse[name]
+        assert torch.equal(sparse.positions(), changed) and sparse.values.dtype == torch.int8
+        moved = full[changed]
+        beyond_one_step = moved[moved.abs() != 1]
+        assert torch.equal(sparse.codes & 3, torch.where(moved.abs() == 1, (moved + 1) // 2, 2).to(torch.uint8))
+        assert torch.equal(sparse.values, beyond_one_step.to(torch.int8)), "the rest, wrapped to a byte"
     index, value = delta.escapes["b"]
-    assert delta.sparse["b"][0][index][:2].tolist() == [0, 1] and value.dtype == torch.int16
+    assert index[:2].tolist() == [0, 1] and value.dtype == torch.int16, "the first two values: the flipped signs"
     escaped_in_a = delta.escapes["a"][0].numel() if "a" in delta.escapes else 0
     assert escaped_in_a < 0.01 * new["a"].numel(), "only a value crossing zero needs an escape"
     without_escapes = {k: v.clone() for k, v in old.items()}
     apply_delta(WeightDelta(**{**vars(delta), "escapes": {}}), without_escapes)
     assert not torch.equal(without_escapes["b"], new["b"]), "the escapes carry what the narrow differences cannot"
     out_of_range = WeightDelta(**{**vars(delta), "escapes": {"b": (index + 10_000, value)}})
-    with pytest.raises(DeltaError, match="differences at"):
+    with pytest.raises(DeltaError, match="differences for"):
         check_delta(out_of_range, old, "base")
-    with pytest.raises(DeltaError, match="differences at"):
+    with pytest.raises(DeltaError, match="positions up to"):
         check_delta(delta, {**old, "b": old["b"][:100].clone()}, "base")  # positions past its end
 
 
@@ -107,10 +113,58 @@ def test_positions_far_apart_travel_as_long_gaps_and_malformed_gaps_are_refused(
     assert torch.equal(held["w"], new["w"])
     raw = zstandard.ZstdDecompressor().decompress(blob)
     tensors = {k: v.clone() for k, v in _tensors_of(raw).items()}
-    assert tensors["w" + LONG_GAP].tolist() == [297, 99_699]
-    tensors["w" + GAPS][0] = 0  # a position named twice
-    with pytest.raises(DeltaError, match="names a position twice"):
-        _positions("w", tensors)
+    assert (tensors["w" + CODES] >> 2).tolist() == [4, 0, 0] and tensors["w" + LONG_GAP].tolist() == [297, 99_699]
+    codes, values, long_gaps = tensors["w" + CODES], tensors["w" + VALUES], tensors["w" + LONG_GAP]
+    assert codes.numel() == values.numel() == 3, "1.0 from 0.0 is no rounding step: each difference is a value"
+
+    def code(gap: int, kind: int = 2) -> int:
+        return gap << 2 | kind
+
+    malformed = {
+        "a long gap missing": SparseDiff(codes, values, long_gaps[:1]),
+        "a long gap left over": SparseDiff(
+            torch.tensor([code(4), code(0), code(3)], dtype=torch.uint8), values, long_gaps
+        ),
+        "a long gap that is short": SparseDiff(codes, values, torch.tensor([297, 20])),
+        "a code 3": SparseDiff(torch.tensor([code(4), code(0, 3), code(0)], dtype=torch.uint8), values, long_gaps),
+        "a value missing": SparseDiff(codes, values[:2], long_gaps),
+    }
+    for what, sparse in malformed.items():
+        with pytest.raises(DeltaError, match="malformed codes"):
+            check_delta(WeightDelta("base", 0, "new", 1, sparse={"w": sparse}), held, "base")
+        assert torch.equal(held["w"], new["w"]), f"{what}: refused before anything changed"
+    escapes_not_increasing = (torch.tensor([1, 0]), torch.tensor([1, 1], dtype=torch.int16))
+    twice = WeightDelta("base", 0, "new", 1, sparse={"w": SparseDiff(codes, values, long_gaps)})
+    twice.escapes["w"] = escapes_not_increasing
+    with pytest.raises(DeltaError, match="malformed codes"):
+        check_delta(twice, held, "base")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("share", [0.001, 0.02, 0.3, 0.34, 0.9])
+def test_any_share_of_changed_elements_and_any_spread_of_them_applies_bit_for_bit(dtype, share) -> None:
+    """Random changes at random places (long runs of unchanged ones, sign flips, specials), tensors of every size
+    from one element up: sparse up to a third changed, dense beyond; each case applied exactly."""
+    gen = torch.Generator().manual_seed(int(share * 1000))
+    old = {f"t{n}": torch.randn(n, generator=gen).to(dtype) for n in (1, 7, 63, 64, 65, 576, 5000, 70_001)}
+    new = {}
+    for name, tensor in old.items():
+        changed = torch.rand(tensor.numel(), generator=gen) < share
+        moved = tensor.float() * (1 + torch.randn(tensor.numel(), generator=gen) * 0.01)
+        moved[torch.rand(tensor.numel(), generator=gen) < 0.05] *= -1  # signs that flip
+        new[name] = torch.where(changed, moved.to(dtype), tensor)
+    new["t576"][-1] = float("nan")
+    delta = decode_delta(delta_of(new, old))
+    changed_tensors = {k for k in new if not torch.equal(new[k].view(torch.uint8), old[k].view(torch.uint8))}
+    assert set(delta.sparse) | set(delta.diff) == changed_tensors and not set(delta.sparse) & set(delta.diff)
+    held = {k: v.clone() for k, v in old.items()}
+    check_delta(delta, held, "base")
+    apply_delta(delta, held)
+    assert weights_digest(held) == weights_digest(new)
+    if share <= 0.02:
+        assert not delta.diff and delta.sparse, "few changed: sparse"
+    if share == 0.9:
+        assert {k for k in delta.diff if new[k].numel() > 100} == {k for k in new if new[k].numel() > 100}
 
 
 def test_an_fp32_delta_under_adam_is_dense_at_half_width_with_escapes() -> None:
