@@ -77,6 +77,7 @@ for seed in "$@"; do
                             rollout.tree.width=2 rollout.tree.fill=true) ;;
       treefillgigpo) args=(trainer.advantage=gigpo "${trees[@]}" rollout.tree.fill=true) ;;
     esac
+    rm -rf "$dir" # an arm that did not finish (no report) runs again from the start: a new run refuses its results
     .venv/bin/agentrl train recipe="${RECIPE:-gym}" rollout.seed="$seed" output_dir="$dir" "${args[@]}" ${EXTRA:-} \
       > "$out_root/$arm-seed$seed.log" 2>&1 || echo "$arm seed $seed failed (see its log)"
   done

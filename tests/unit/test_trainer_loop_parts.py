@@ -10,7 +10,7 @@ import pytest
 
 from agentrl.config import AgentRLConfig, RewardConfig, RolloutConfig
 from agentrl.config.schema import TrainerConfig
-from agentrl.errors import AgentRLError
+from agentrl.errors import AgentRLError, UserError
 from agentrl.loops.manager import RolloutManager
 from agentrl.loops.testing import ScriptedPolicy
 from agentrl.rewards.pipeline import RewardPipeline
@@ -180,3 +180,28 @@ def test_run_directory_keeps_the_resolved_config(tmp_path):
     out = output_dir(cfg, "train")
     saved = OmegaConf.to_container(OmegaConf.load(out / "config.yaml"))
     assert AgentRLConfig.model_validate(saved) == cfg
+
+
+def test_a_new_training_run_refuses_a_folder_holding_an_earlier_runs_results(tmp_path):
+    from agentrl.config.run_dir import output_dir
+
+    def train_into(folder, **trainer):
+        return AgentRLConfig.model_validate({"output_dir": str(folder), "trainer": trainer})
+
+    died_at_start = tmp_path / "died"
+    died_at_start.mkdir()
+    (died_at_start / "metrics.jsonl").touch()  # a run that logged nothing: nothing to lose
+    assert output_dir(train_into(died_at_start), "train") == died_at_start
+    for what, make in (
+        ("metrics", lambda run: (run / "metrics.jsonl").write_text('{"step": 1}\n')),
+        ("checkpoints", lambda run: (run / "checkpoints" / "step_000001").mkdir(parents=True)),
+    ):
+        run = tmp_path / what
+        run.mkdir()
+        make(run)
+        (run / "config.yaml").write_text("the earlier run's\n")
+        with pytest.raises(UserError, match=f"holds the {what} of an earlier training run.*trainer.resume=true"):
+            output_dir(train_into(run), "train")
+        assert (run / "config.yaml").read_text() == "the earlier run's\n", "nothing written is lost"
+        assert output_dir(train_into(run, resume=True), "train") == run
+        assert output_dir(train_into(run), "eval") == run, "only a new training run is refused"
