@@ -30,7 +30,8 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
     from agentrl.loops.hooks import environment_form
 
-    cfg = load_config(overrides=args.overrides)  # shows the config; `train` and `rollout` check the names
+    overrides = args.overrides[1:] if args.overrides[:1] == ["show"] else args.overrides  # `show` may be left out
+    cfg = load_config(overrides=overrides)  # shows the config; `train` and `rollout` check the names
     print(f"# environment: {environment_form(cfg)}")
     print(OmegaConf.to_yaml(cfg.model_dump(by_alias=True, mode="json")), end="")
     return 0
@@ -184,8 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", help="the run's output_dir (with metrics.jsonl)")
 
     config = add("config", "show the resolved configuration", _cmd_config)
-    config.add_argument("action", choices=["show"])
-    config.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    config.add_argument("overrides", nargs="*", metavar="[show] overrides", help=OVERRIDES_HELP)
 
     model = add("model", "prepare or locate models", _cmd_model)
     model.add_argument("action", choices=["prepare", "path"])

@@ -95,6 +95,8 @@ def test_cli_config_show(recipes, capsys):
     assert main(["config", "show", "recipe=demo", "trainer.steps=9"]) == 0
     out = capsys.readouterr().out
     assert "steps: 9" in out and "batch_size: 4" in out
+    assert main(["config", "recipe=demo", "trainer.steps=7"]) == 0, "`show` is the only action: it may be left out"
+    assert "steps: 7" in capsys.readouterr().out
 
 
 def test_cli_config_error_exits_2_without_traceback(recipes, capsys):
