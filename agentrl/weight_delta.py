@@ -162,7 +162,7 @@ def check_delta(delta: WeightDelta, target: Mapping[str, torch.Tensor], held_id:
             f"this delta applies to weights {delta.base_id} (version {delta.base_version}); the server holds "
             f"{held_id}: push the full weights"
         )
-    problems = []
+    problems = [f"{name}: sent both dense and sparse" for name in sorted(set(delta.diff) & set(delta.sparse))]
     for name, diff in delta.diff.items():
         have = target.get(name)
         if have is None:

@@ -138,6 +138,9 @@ def test_positions_far_apart_travel_as_long_gaps_and_malformed_gaps_are_refused(
     twice.escapes["w"] = escapes_not_increasing
     with pytest.raises(DeltaError, match="malformed codes"):
         check_delta(twice, held, "base")
+    both = WeightDelta("base", 0, "new", 1, diff={"w": torch.zeros(100_000, dtype=torch.int16)}, sparse=twice.sparse)
+    with pytest.raises(DeltaError, match="w: sent both dense and sparse"):
+        check_delta(both, held, "base")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
