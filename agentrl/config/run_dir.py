@@ -15,11 +15,12 @@ def output_dir(cfg: AgentRLConfig, kind: str) -> Path:
 
     Raises:
         UserError: a new training run (`trainer.resume=false`) in a folder that holds another training run's
-            metrics or checkpoints (they would be mixed with the new run's and overwritten).
+            metrics or checkpoints (they would be mixed with the new run's and overwritten), or a resumed one in a
+            folder whose run logged metrics but saved no checkpoint to resume from (it would start over on them).
     """
     path = Path(cfg.output_dir or f"runs/{cfg.recipe or 'run'}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if kind == "train" and not cfg.trainer.resume:
-        refuse_a_finished_run(path)
+    if kind == "train":
+        (refuse_nothing_to_resume if cfg.trainer.resume else refuse_a_finished_run)(path)
     path.mkdir(parents=True, exist_ok=True)
     save_config(cfg, path / "config.yaml")
     return path
@@ -27,9 +28,7 @@ def output_dir(cfg: AgentRLConfig, kind: str) -> Path:
 
 def refuse_a_finished_run(path: Path) -> None:
     """Raise `UserError` if `path` holds a training run's results: logged metrics or checkpoints."""
-    metrics, checkpoints = path / "metrics.jsonl", path / "checkpoints"
-    logged = metrics.is_file() and metrics.stat().st_size > 0
-    saved = checkpoints.is_dir() and any(checkpoints.iterdir())
+    logged, saved = _logged(path), (path / "checkpoints").is_dir() and any((path / "checkpoints").iterdir())
     if logged or saved:
         held = " and ".join(what for what, there in (("metrics", logged), ("checkpoints", saved)) if there)
         raise UserError(
@@ -44,3 +43,18 @@ def save_config(cfg: AgentRLConfig, path: Path) -> None:
     from omegaconf import OmegaConf
 
     path.write_text(OmegaConf.to_yaml(cfg.model_dump(mode="json", by_alias=True)))
+
+
+def refuse_nothing_to_resume(path: Path) -> None:
+    """Raise `UserError` if `path` holds a training run's metrics but no checkpoint (`step_*`) to resume it from."""
+    if _logged(path) and not any(p.is_dir() for p in (path / "checkpoints").glob("step_*")):
+        raise UserError(
+            f"trainer.resume=true, but output_dir={path} holds no checkpoint to resume from, only the metrics of an "
+            "earlier run (which a run from step 1 would mix with its own). Start the new run in another (or an "
+            "empty) output_dir; set trainer.save_every to save checkpoints."
+        )
+
+
+def _logged(path: Path) -> bool:
+    metrics = path / "metrics.jsonl"
+    return metrics.is_file() and metrics.stat().st_size > 0

@@ -203,5 +203,9 @@ def test_a_new_training_run_refuses_a_folder_holding_an_earlier_runs_results(tmp
         with pytest.raises(UserError, match=f"holds the {what} of an earlier training run.*trainer.resume=true"):
             output_dir(train_into(run), "train")
         assert (run / "config.yaml").read_text() == "the earlier run's\n", "nothing written is lost"
-        assert output_dir(train_into(run, resume=True), "train") == run
+        if what == "checkpoints":
+            assert output_dir(train_into(run, resume=True), "train") == run
         assert output_dir(train_into(run), "eval") == run, "only a new training run is refused"
+    with pytest.raises(UserError, match="no checkpoint to resume from"):
+        output_dir(train_into(tmp_path / "metrics", resume=True), "train")
+    assert output_dir(train_into(tmp_path / "new", resume=True), "train").is_dir(), "nothing there: step 1"
