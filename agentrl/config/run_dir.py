@@ -16,11 +16,14 @@ def output_dir(cfg: AgentRLConfig, kind: str) -> Path:
     Raises:
         UserError: a new training run (`trainer.resume=false`) in a folder that holds another training run's
             metrics or checkpoints (they would be mixed with the new run's and overwritten), or a resumed one in a
-            folder whose run logged metrics but saved no checkpoint to resume from (it would start over on them).
+            folder whose run logged metrics but saved no checkpoint to resume from (it would start over on them);
+            a rollout or an evaluation in a folder holding an earlier one's trajectories (it would overwrite them).
     """
     path = Path(cfg.output_dir or f"runs/{cfg.recipe or 'run'}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
     if kind == "train":
         (refuse_nothing_to_resume if cfg.trainer.resume else refuse_a_finished_run)(path)
+    elif kind in ("rollout", "eval"):
+        refuse_earlier_trajectories(path)
     path.mkdir(parents=True, exist_ok=True)
     save_config(cfg, path / "config.yaml")
     return path
@@ -52,6 +55,16 @@ def refuse_nothing_to_resume(path: Path) -> None:
             f"trainer.resume=true, but output_dir={path} holds no checkpoint to resume from, only the metrics of an "
             "earlier run (which a run from step 1 would mix with its own). Start the new run in another (or an "
             "empty) output_dir; set trainer.save_every to save checkpoints."
+        )
+
+
+def refuse_earlier_trajectories(path: Path) -> None:
+    """Raise `UserError` if `path` holds the trajectories of a rollout or evaluation (`trajectories.jsonl`)."""
+    trajectories = path / "trajectories.jsonl"
+    if trajectories.is_file() and trajectories.stat().st_size > 0:
+        raise UserError(
+            f"output_dir={path} holds the trajectories of an earlier rollout or evaluation, which this one would "
+            "overwrite: give it another (or an empty) output_dir."
         )
 
 

@@ -209,3 +209,10 @@ def test_a_new_training_run_refuses_a_folder_holding_an_earlier_runs_results(tmp
     with pytest.raises(UserError, match="no checkpoint to resume from"):
         output_dir(train_into(tmp_path / "metrics", resume=True), "train")
     assert output_dir(train_into(tmp_path / "new", resume=True), "train").is_dir(), "nothing there: step 1"
+    rolled_out = tmp_path / "rollout"
+    rolled_out.mkdir()
+    (rolled_out / "trajectories.jsonl").write_text("{}\n")
+    for kind in ("rollout", "eval"):
+        with pytest.raises(UserError, match="holds the trajectories of an earlier rollout or evaluation"):
+            output_dir(train_into(rolled_out), kind)
+    assert (rolled_out / "trajectories.jsonl").read_text() == "{}\n"
