@@ -10,14 +10,16 @@ reload from disk). So what vLLM serves is the trainer's cast, bit for bit, and o
 trainer. The copy costs host memory of one model in the served dtype, and is made only for a server that takes
 deltas.
 
-This module runs inside vLLM's environment: it needs torch, safetensors and zstandard there (`install_vllm.sh`),
-and imports nothing of agentrl beyond `agentrl.weight_delta`. Its methods never raise: an exception in a worker
-RPC can end vLLM's engine, so each answers `{"ok": False, "error": ...}` instead (`"base_mismatch": True` for a
-delta against weights the worker does not hold: the trainer then pushes in full).
+This module runs inside vLLM's environment: it needs torch, safetensors, zstandard and numba there
+(`install_vllm.sh`; vLLM itself depends on numba), and imports nothing of agentrl beyond `agentrl.weight_delta`.
+Where the codec's modules are missing it answers no dtype, and the trainer pushes full weights. Its methods never
+raise: an exception in a worker RPC can end vLLM's engine, so each answers `{"ok": False, "error": ...}` instead
+(`"base_mismatch": True` for a delta against weights the worker does not hold: the trainer then pushes in full).
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,11 @@ class WeightsExtension:
     """Methods added to every vLLM worker for agentrl's weight pushes (see the module docstring)."""
 
     def agentrl_weights_dtype(self) -> dict[str, Any]:
-        """The dtype the worker serves in (`bfloat16`, `float32`, ...): the trainer casts its deltas to it."""
+        """The dtype the worker serves in (`bfloat16`, `float32`, ...): the trainer casts its deltas to it. Not
+        answered where vLLM's environment lacks a module the delta codec needs (the trainer sends full weights)."""
+        missing = _codec_missing()
+        if missing:
+            return {"ok": False, "error": f"agentrl's weight deltas need {missing} in vLLM's environment"}
         return {"ok": True, "dtype": str(self.model_config.dtype).removeprefix("torch.")}  # type: ignore[attr-defined]
 
     def agentrl_load_weights(self, path: str) -> dict[str, Any]:
@@ -93,3 +99,13 @@ class WeightsExtension:
 
     def _agentrl_forget(self) -> None:
         self._agentrl_held, self._agentrl_held_id = None, ""
+
+
+def _codec_missing() -> str | None:
+    """The first module the delta codec needs that this environment cannot import, if any."""
+    for module in ("zstandard", "numba"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return module
+    return None

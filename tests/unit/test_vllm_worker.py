@@ -112,3 +112,9 @@ def test_a_push_goes_to_the_extension_when_it_is_a_delta_or_names_its_weights(tm
     scratch.mkdir()
     reload = {"method": "reload_weights", "kwargs": {"weights_path": str(scratch)}}
     assert server._load_step(plain_file, scratch) == reload
+
+
+def test_a_vllm_without_the_codecs_modules_answers_no_dtype_so_it_gets_full_pushes(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", None)  # importing it raises ImportError, as where it is missing
+    answer = StandInWorker().agentrl_weights_dtype()
+    assert answer["ok"] is False and "numba" in answer["error"]
