@@ -26,8 +26,10 @@ from agentrl.types import Segment, Trajectory
 TOLERANCE = 1e-3
 """Mean |server − recomputed logprob| allowed per segment (fp32 on both sides: ~1e-6 in practice)."""
 BF16_TOLERANCE = 0.15
-"""The same in bf16 on both sides: a server's batched, cached decode and a recompute round differently. Measured on
-a 3-step quickstart run at lr 1e-4: 0.008-0.091 from the segment's own version, 0.19-2.3 from the other's."""
+"""The same in bf16 on both sides, averaged over the run's segments: a server's batched, cached decode and a
+recompute round differently. Measured on a 3-step quickstart run at lr 1e-4: 0.008-0.091 per segment from its own
+version (once 0.189, in a run whose step had a mean of 0.106), 0.19-2.3 from another's. So in bf16 a segment is
+held to its own version by being nearer to it than to every other version, and the run by the mean."""
 
 
 def keep_every_version(monkeypatch) -> None:
@@ -86,18 +88,27 @@ def _check_versions(run_dir: Path, model_path: str, dtype: torch.dtype) -> dict[
     versions = sorted({seg.policy_version for _, seg in rows})
     models = {v: base if v == 0 else checkpoint_model(base, run_dir, v) for v in versions}
     models = {v: model.to(dtype) for v, model in models.items()}  # after every copy of the fp32 base
-    tolerance = TOLERANCE if dtype == torch.float32 else BF16_TOLERANCE
     counts: dict[int, int] = {}
     separable = False
+    owns = []
     for prefix, seg in rows:
         own = _mean_gap(models[seg.policy_version], prefix, seg)
-        assert own < tolerance, (
-            f"a segment of version {seg.policy_version} at temperature {seg.temperature}: its server logprobs are "
-            f"{own:.2e} from its version's weights"
-        )
+        owns.append(own)
+        what = f"a segment of version {seg.policy_version} at temperature {seg.temperature}"
+        if dtype == torch.float32:
+            assert own < TOLERANCE, f"{what}: its server logprobs are {own:.2e} from its version's weights"
         counts[seg.policy_version] = counts.get(seg.policy_version, 0) + len(seg.token_ids)
         others = [v for v in models if v != seg.policy_version]
-        separable = separable or any(_mean_gap(models[v], prefix, seg) > 10 * max(own, 1e-5) for v in others[:1])
+        if dtype != torch.float32:  # bf16 noise is per segment: the versions are told apart by which is nearest
+            gaps = {v: _mean_gap(models[v], prefix, seg) for v in others}
+            nearer = {v: round(gap, 3) for v, gap in gaps.items() if gap < own}
+            assert not nearer, f"{what}: its server logprobs are {own:.3f} from its version, nearer to {nearer}"
+            separable = separable or any(gap > 10 * max(own, 1e-5) for gap in gaps.values())
+        else:  # one other version is enough to show the check tells them apart, once
+            separable = separable or any(_mean_gap(models[v], prefix, seg) > 10 * max(own, 1e-5) for v in others[:1])
+    if dtype != torch.float32:
+        mean = sum(owns) / len(owns)
+        assert mean < BF16_TOLERANCE, f"the server logprobs are {mean:.3f} on average from their versions' weights"
     if len(models) > 1 and _weights_differ(list(models.values())):
         assert separable, "the versions' weights give the same logprobs: the check could not tell them apart"
     return counts
