@@ -274,7 +274,7 @@ def _encode_tensor(name: str, new: torch.Tensor, old: torch.Tensor) -> dict[str,
     half = _HALF.get(diff.dtype)
     if half is None:
         return {name + DIFF: diff}
-    return _narrowed(name, diff, half, dense=True)
+    return _narrowed(name, diff, half)
 
 
 def _sparse_entries(name: str, new: torch.Tensor, old: torch.Tensor) -> dict[str, torch.Tensor] | None:
@@ -303,18 +303,17 @@ def _sparse_entries(name: str, new: torch.Tensor, old: torch.Tensor) -> dict[str
     return entries
 
 
-def _narrowed(name: str, diff: torch.Tensor, half: torch.dtype, dense: bool = False) -> dict[str, torch.Tensor]:
-    """`diff` at half width (wrapped), with escapes for the elements that do not fit; dense, at full width when
+def _narrowed(name: str, diff: torch.Tensor, half: torch.dtype) -> dict[str, torch.Tensor]:
+    """A dense `diff` at half width (wrapped), with escapes for the elements that do not fit; at full width when
     most would be escapes."""
     narrow = diff.to(half)  # wraps: exact where the difference fits
     index = (narrow != diff).nonzero().view(-1)
-    if dense and index.numel() * 2 > diff.numel():  # mostly escapes: the full width is smaller
+    if index.numel() * 2 > diff.numel():  # mostly escapes: the full width is smaller
         return {name + DIFF: diff}
-    key = name + (NARROW if dense else VALUES)
     if not index.numel():
-        return {key: narrow}
+        return {name + NARROW: narrow}
     remainder = diff[index] - narrow[index]  # what the wrapped narrow value left out: adding both gives `diff`
-    return {key: narrow, name + ESCAPE_INDEX: index, name + ESCAPE_VALUE: remainder}
+    return {name + NARROW: narrow, name + ESCAPE_INDEX: index, name + ESCAPE_VALUE: remainder}
 
 
 def _fits(
