@@ -15,7 +15,9 @@ What is measured
 * **equal_work**: each side generates and trains the same number of trajectories (`--steps` steps of 4 prompts x
   8 replies) with the policy frozen (a learning rate of 1e-12 on both sides: a rate of 0 is refused by agentrl),
   so that both do the same work whatever they learn; agentrl's zero-advantage skipping is off, and its figure with
-  skipping on (its default) is reported beside as `quickstart_equal_work_ratio_with_skipping`.
+  skipping on (its default) is reported beside as `quickstart_equal_work_ratio_with_skipping`. TRL runs twice: with
+  its defaults (gradient checkpointing on: `quickstart_equal_work_ratio`) and with `gradient_checkpointing=False`,
+  which agentrl does not do either (equal compute: `quickstart_equal_work_ratio_equal_compute`).
 * **learning**: `--learning-steps` steps at the recipe's learning rate per seed (`--seeds`), then the held-out
   reward (the 16 held-out prompts, greedy, the recipe's reward) of each side's final policy.
 
@@ -184,8 +186,11 @@ def grpo_config(
     )
 
 
-def trl_run(model_path: str, steps: int, lr: float, seed: int, out: Path, evaluate: bool, group: int) -> dict:
-    """TRL's `GRPOTrainer` on the same task; its wall time over the steps and held-out reward."""
+def trl_run(
+    model_path: str, steps: int, lr: float, seed: int, out: Path, evaluate: bool, group: int, **options: Any
+) -> dict:
+    """TRL's `GRPOTrainer` on the same task (`options` over its `GRPOConfig`); its wall time over the steps and
+    held-out reward."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -198,7 +203,7 @@ def trl_run(model_path: str, steps: int, lr: float, seed: int, out: Path, evalua
 
     dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows("train")])
     weights = [WEIGHTS[name] for name in WEIGHTS]
-    config = grpo_config(out, group, steps, lr, seed, weights, max_completion_length=MAX_TOKENS)
+    config = grpo_config(out, group, steps, lr, seed, weights, max_completion_length=MAX_TOKENS, **options)
     trainer = GRPOTrainer(
         model=model_path,
         reward_funcs=[reward_function(name) for name in WEIGHTS],
@@ -255,18 +260,27 @@ def equal_work(model_path: str, steps: int, group: int, tmp: Path, with_skipping
     if with_skipping:
         skipping = agentrl_run(steps, FROZEN_LR, 1, tmp / "agentrl-skip", skip=True, **same)
     theirs = trl_run(model_path, steps, FROZEN_LR, 1, tmp / "trl-equal", evaluate=False, group=group)
+    # equal compute: TRL recomputes activations in backward by default (gradient checkpointing); agentrl does not
+    unchecked = trl_run(
+        model_path, steps, FROZEN_LR, 1, tmp / "trl-unchecked", evaluate=False, group=group,
+        gradient_checkpointing=False,
+    )  # fmt: skip
     skipped = f" ({skipping['wall_s']:.1f} s skipping)" if skipping else ""
     print(
-        f"equal work, {steps} steps: agentrl {ours['wall_s']:.1f} s{skipped}, TRL {theirs['wall_s']:.1f} s", flush=True
+        f"equal work, {steps} steps: agentrl {ours['wall_s']:.1f} s{skipped}, TRL {theirs['wall_s']:.1f} s "
+        f"({unchecked['wall_s']:.1f} s without gradient checkpointing)",
+        flush=True,
     )
     return {
         "quickstart_equal_work_ratio": round(theirs["wall_s"] / ours["wall_s"], 3),
         "quickstart_equal_work_ratio_with_skipping": round(theirs["wall_s"] / skipping["wall_s"], 3)
         if skipping
         else None,
+        "quickstart_equal_work_ratio_equal_compute": round(unchecked["wall_s"] / ours["wall_s"], 3),
         "equal_work_steps": steps,
         "equal_work_agentrl_s": round(ours["wall_s"], 1),
         "equal_work_trl_s": round(theirs["wall_s"], 1),
+        "equal_work_trl_no_checkpointing_s": round(unchecked["wall_s"], 1),
     }
 
 
