@@ -42,13 +42,32 @@ setup_venv() {
   fi
   local spec="."
   [ -n "$extras" ] && spec=".[$extras]"
-  info "pip install -e '$spec' (torch comes from the local wheel via the pip config's find-links)"
-  # byte-compiled at install (not --no-compile, 85 s faster): where PYTHONDONTWRITEBYTECODE is set, as on these
-  # machines, nothing compiled later is kept, and every process would compile torch's modules again (CI +5 min)
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec" 2>&1 |
-    { grep -v "^WARNING: Location '.*' is ignored" || true; } # the machine's pip config names index folders it lacks
+  install_with_uv "$spec" || install_with_pip "$spec"
   echo "$want $extras" >"$STAMP"
   info "installed"
+}
+
+# uv resolves as pip does (the same versions here) and installs 300 packages in parallel: 7 min with pip became
+# about 1.5. It does not read pip's configuration, so pip's find-links (where the CPU torch wheel lies) are passed.
+# Byte-compiled at install (85 s faster than not): where PYTHONDONTWRITEBYTECODE is set, as on these machines,
+# nothing compiled later is kept, and every process would compile torch's modules again (CI +5 min).
+install_with_uv() {
+  local spec="$1" links link args=()
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "uv>=0.9" 2>&1 |
+    { grep -v "^WARNING: Location '.*' is ignored" || true; }
+  [ -x "$VENV/bin/uv" ] || return 1
+  links="${PIP_FIND_LINKS:-$("$VENV/bin/python" -m pip config get global.find-links 2>/dev/null || true)}"
+  for link in $links; do args+=(--find-links "$link"); done
+  info "uv pip install -e '$spec' (torch comes from the local wheel via pip's find-links: ${links:-none})"
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --compile-bytecode "${args[@]}" -e "$spec" && return 0
+  info "uv could not install it: pip does instead"
+  return 1
+}
+
+install_with_pip() {
+  info "pip install -e '$1' (torch comes from the local wheel via the pip config's find-links)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$1" 2>&1 |
+    { grep -v "^WARNING: Location '.*' is ignored" || true; } # the machine's pip config names index folders it lacks
 }
 
 # --- b. Docker engine -----------------------------------------------------------------------------
