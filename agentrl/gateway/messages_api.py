@@ -30,7 +30,8 @@ MESSAGES_FIELDS: dict[str, str] = {
     "system": "a string or `text` blocks: the first message",
     "tools": "custom tools (`name`, `description`, `input_schema`); Anthropic's server tools are refused",
     "tool_choice": "`auto` and `none`; `any` and a named `tool` are refused (forcing a call is constrained decoding)",
-    "stop_sequences": "strings that end the reply (`stop_reason: stop_sequence`)",
+    "stop_sequences": "strings that end the reply (`stop_reason: stop_sequence`, `stop_sequence` naming it); its text "
+    "is what came before the sequence, as at Anthropic (the recorded tokens keep the ones that completed it)",
     "stream": "Anthropic's event stream as the policy generates",
     "temperature": "as chat completions' `temperature` (the run's own unless the session honours the agent's)",
     "top_p": "as chat completions' `top_p`",
@@ -244,9 +245,9 @@ def message_head(model: str) -> dict[str, Any]:
             "content": [], "stop_reason": None, "stop_sequence": None}  # fmt: skip
 
 
-def message_body(reply: Reply, model: str, stop: list[str] | None) -> dict[str, Any]:
+def message_body(reply: Reply, model: str) -> dict[str, Any]:
     """The reply as a Messages `message` object."""
-    reason, sequence = stop_reason(reply, stop)
+    reason, sequence = stop_reason(reply)
     return {
         **message_head(model),
         "content": content_blocks(reply),
@@ -270,13 +271,11 @@ def content_blocks(reply: Reply) -> list[dict[str, Any]]:
     return blocks
 
 
-def stop_reason(reply: Reply, stop: list[str] | None) -> tuple[str, str | None]:
-    """Anthropic's stop reason, and the stop sequence that ended the reply (the first one its text holds)."""
+def stop_reason(reply: Reply) -> tuple[str, str | None]:
+    """Anthropic's stop reason, and the stop sequence that ended the reply (its text is what came before it)."""
     reason = STOP_REASONS.get(reply.finish_reason, "end_turn")
-    if reason == "end_turn" and stop:
-        for sequence in stop:
-            if sequence in reply.text:
-                return "stop_sequence", sequence
+    if reason == "end_turn" and reply.stop_sequence is not None:
+        return "stop_sequence", reply.stop_sequence
     return reason, None
 
 
