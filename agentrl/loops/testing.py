@@ -48,8 +48,9 @@ class ScriptedPolicy:
         reply = self.replies[min(len(self.calls), len(self.replies)) - 1]
         text = reply(self.tokenizer.decode(prompt_ids)) if callable(reply) else reply
         stopped = _through_stop(text, sampling.stop)
-        ids = self.tokenizer.encode(stopped or text, add_special_tokens=False)
-        ids += [] if stopped else [self.tokenizer.eos_token_id]
+        ids = self.tokenizer.encode(text if stopped is None else stopped, add_special_tokens=False)
+        if stopped is None:
+            ids.append(self.tokenizer.eos_token_id)
         finish = "stop"
         if len(ids) > sampling.max_tokens:
             ids, finish = ids[: sampling.max_tokens], "length"
