@@ -214,8 +214,9 @@ class OpenAIAgentLoop(AgentLoopBase):
             return await run_harness(harness, ctx.sandbox, launch, timeout, ctx.sandbox.workdir, options.env)
         except HarnessFailed as exc:
             calls = session.recorder.calls
-            if calls and calls[-1].finish_reason == "length":
-                # the harness gives up on a reply cut at its token budget: the model's ending, trained on as one
+            if exc.gave_up and calls and calls[-1].finish_reason == "length":
+                # the harness gives up on a reply cut at its token budget: the model's ending, trained on as one;
+                # stopped from outside (a timeout, a signal, out of memory) it is a failure like any other
                 session.end(StopReason.MAX_TOKENS, f"the last reply was cut at its token budget and {exc}")
                 return str(exc)
             raise

@@ -24,11 +24,14 @@ MESSAGES_FIELDS: dict[str, str] = {
     "model": "with several policies, the policy of that name generates; any other name means the default policy",
     "max_tokens": "lowers the run's reply budget (`rollout.max_tokens`), never raises it",
     "messages": "user, assistant and system messages of `text`, `tool_use` and `tool_result` blocks (or a string), "
-    "rendered with the policy's chat template; the recorded tokens are reused when they extend the conversation",
+    "rendered with the policy's chat template; the recorded tokens are reused when they extend the conversation. "
+    "A `tool_result` with `is_error: true` (a failed call: Claude Code sends them) becomes a tool message starting "
+    "`Error: `, as agentrl's own tools write a failed call",
     "system": "a string or `text` blocks: the first message",
     "tools": "custom tools (`name`, `description`, `input_schema`); Anthropic's server tools are refused",
     "tool_choice": "`auto` and `none`; `any` and a named `tool` are refused (forcing a call is constrained decoding)",
-    "stop_sequences": "strings that end the reply (`stop_reason: stop_sequence`)",
+    "stop_sequences": "strings that end the reply (`stop_reason: stop_sequence`, `stop_sequence` naming it); its text "
+    "is what came before the sequence, as at Anthropic (the recorded tokens keep the ones that completed it)",
     "stream": "Anthropic's event stream as the policy generates",
     "temperature": "as chat completions' `temperature` (the run's own unless the session honours the agent's)",
     "top_p": "as chat completions' `top_p`",
@@ -43,6 +46,8 @@ MESSAGES_FIELDS: dict[str, str] = {
 }
 """Every top-level field of a Messages request the gateway reads; any other is refused."""
 
+ERROR_PREFIX = "Error: "
+"""How a `tool_result` with `is_error: true` starts its tool message (unless its text already does)."""
 STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
 BLOCK_FIELDS = {"type", "text", "id", "name", "input", "tool_use_id", "content", "is_error", "cache_control",
                 "citations", "caller"}  # fmt: skip
@@ -137,6 +142,7 @@ def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
                 raise RequestError(f"{place}.tool_use_id", f"`{place}.tool_use_id` must be the tool_use block's id")
             content = block.get("content", "")
             text = _text(content, f"{place}.content") if content != [] else ""
+            text = _failed(text) if _is_error(block, place) else text
             out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
         elif kind == "text":
             if out and out[-1]["role"] == "user":
@@ -148,6 +154,19 @@ def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
     if not out:
         raise RequestError(where, f"`{where}` must hold at least one block")
     return out
+
+
+def _is_error(block: dict[str, Any], where: str) -> bool:
+    """A `tool_result`'s `is_error` (false when absent)."""
+    flag = block.get("is_error", False)
+    if not isinstance(flag, bool):
+        raise RequestError(f"{where}.is_error", f"`{where}.is_error` must be true or false, got {flag!r}")
+    return flag
+
+
+def _failed(text: str) -> str:
+    """A failed call's result as agentrl's own tools write one (`Error: ...`), so the policy reads it as a failure."""
+    return text if text.startswith(ERROR_PREFIX) else f"{ERROR_PREFIX}{text}".rstrip()
 
 
 def _assistant(blocks: list[Any], where: str) -> list[dict[str, Any]]:
@@ -226,9 +245,9 @@ def message_head(model: str) -> dict[str, Any]:
             "content": [], "stop_reason": None, "stop_sequence": None}  # fmt: skip
 
 
-def message_body(reply: Reply, model: str, stop: list[str] | None) -> dict[str, Any]:
+def message_body(reply: Reply, model: str) -> dict[str, Any]:
     """The reply as a Messages `message` object."""
-    reason, sequence = stop_reason(reply, stop)
+    reason, sequence = stop_reason(reply)
     return {
         **message_head(model),
         "content": content_blocks(reply),
@@ -252,13 +271,11 @@ def content_blocks(reply: Reply) -> list[dict[str, Any]]:
     return blocks
 
 
-def stop_reason(reply: Reply, stop: list[str] | None) -> tuple[str, str | None]:
-    """Anthropic's stop reason, and the stop sequence that ended the reply (the first one its text holds)."""
+def stop_reason(reply: Reply) -> tuple[str, str | None]:
+    """Anthropic's stop reason, and the stop sequence that ended the reply (its text is what came before it)."""
     reason = STOP_REASONS.get(reply.finish_reason, "end_turn")
-    if reason == "end_turn" and stop:
-        for sequence in stop:
-            if sequence in reply.text:
-                return "stop_sequence", sequence
+    if reason == "end_turn" and reply.stop_sequence is not None:
+        return "stop_sequence", reply.stop_sequence
     return reason, None
 
 

@@ -42,7 +42,7 @@ def messages_routes(
         except REFUSED as exc:
             status, error = refusal(exc)
             return _error(status, error["error"]["message"])
-        return web.json_response(message_body(reply, model, chat.get("stop")))
+        return web.json_response(message_body(reply, model))
 
     async def count_tokens(request: web.Request) -> web.StreamResponse:
         read = await _session_and_body(request, session_of)

@@ -100,12 +100,10 @@ async def stream_messages(
         if out.response is None:
             return web.json_response(anthropic_error(status, error["error"]["message"]), status=status)
         return await out.error(status, error["error"]["message"])
-    return await _send_rest(out, content, reply, chat.get("stop"))
+    return await _send_rest(out, content, reply)
 
 
-async def _send_rest(
-    out: EventStream, content: StreamedContent, reply: Reply, stop: list[str] | None
-) -> web.StreamResponse:
+async def _send_rest(out: EventStream, content: StreamedContent, reply: Reply) -> web.StreamResponse:
     await out.start(reply.prompt_tokens)
     calls = reply.message.get("tool_calls") or []
     rest = content.finish(reply.message.get("content") or "")
@@ -113,5 +111,5 @@ async def _send_rest(
         await out.text(rest)
     for call in calls:
         await out.tool_use(call)
-    reason, sequence = stop_reason(reply, stop)
+    reason, sequence = stop_reason(reply)
     return await out.finish(reason, sequence, reply.completion_tokens)

@@ -62,7 +62,9 @@ class Reply:
     prompt_tokens: int
     completion_tokens: int
     text: str = ""
-    """The generated text as the model wrote it (tool calls and all)."""
+    """The generated text as the model wrote it (tool calls and all, a stop sequence that ended it included)."""
+    stop_sequence: str | None = None
+    """The stop sequence that ended the reply (its message holds the text before it), if one did."""
 
     def usage(self) -> dict[str, int]:
         """OpenAI's `usage` object."""
@@ -150,13 +152,16 @@ class SessionRecorder:
         temperature: float | None = None,
         policy: str | None = None,
         trainable: bool = True,
+        stop: list[str] | None = None,
     ) -> Reply:
         """Append the generation of the last `prompt` call (in pieces, when weight pushes interrupted it) and
         build the reply: its text, and the tool calls parsed from it when `parse_tool_calls` (the request
         offered tools and did not say `tool_choice: none`). A generation a weight push cut short answers
         `length`, the OpenAI reason for a reply that stopped before it was done. `temperature`: the one it was
         sampled at (the trainer computes its logprobs at the same). `policy`: the policy that generated it, with
-        several; `trainable=False`: a frozen policy's reply."""
+        several; `trainable=False`: a frozen policy's reply. `stop`: the stop sequences it was sampled with: the
+        reply holds the text before the one that ended it, as Anthropic and OpenAI return it, while the recording
+        keeps the tokens that completed it (the generation, token-exact)."""
         assert self._builder is not None, "prompt() comes first"
         call = self.calls[-1]
         raw = self._builder.add_generation_pieces(pieces, temperature, policy, trainable)
@@ -167,7 +172,8 @@ class SessionRecorder:
         self._builder.trajectory.num_turns += 1
         if call.output_ids:
             call.answered = (len(self._builder.trajectory.segments), len(self._builder.trajectory.messages))
-        parsed = self.parser.parse(raw) if parse_tool_calls else None
+        shown, sequence = before_stop(raw, stop) if finish_reason == "stop" else (raw, None)
+        parsed = self.parser.parse(shown) if parse_tool_calls else None
         calls = [
             type(c)(id=f"call_{len(self.calls) - 1}_{i}", name=c.name, arguments=c.arguments, raw=c.raw)
             for i, c in enumerate(parsed.calls if parsed else [])
@@ -175,11 +181,11 @@ class SessionRecorder:
         reason = "length" if finish_reason == "abort" else finish_reason
         reason = "tool_calls" if calls and reason == "stop" else reason
         call.finish_reason = reason
-        message = assistant_message(parsed.content if parsed and calls else raw, calls)
+        message = assistant_message(parsed.content if parsed and calls else shown, calls)
         key = message_key(message)
         self._view.append(key)
-        self._raw_replies[key] = raw
-        return Reply(message, reason, call.prompt_tokens, len(call.output_ids), raw)
+        self._raw_replies[key] = raw  # a rewritten history renders it from the model's own text
+        return Reply(message, reason, call.prompt_tokens, len(call.output_ids), raw, sequence)
 
     def _extend(self, new: list[Message]) -> bool:
         assert self._builder is not None
@@ -233,6 +239,16 @@ class SessionRecorder:
             return rendered.model_copy(update={"tool_calls": [call.to_dict() for call in calls]})
         text = "\n".join(t for t in (str(rendered.content or "").strip(), self.parser.format_calls(calls)) if t)
         return rendered.model_copy(update={"content": text, "tool_calls": None})
+
+
+def before_stop(text: str, stop: list[str] | None) -> tuple[str, str | None]:
+    """`text` before the first stop sequence it holds (where the server stopped: the token that completed it may
+    carry more text), and that sequence; `text` and None when it holds none."""
+    hits = [(text.find(sequence), sequence) for sequence in stop or [] if sequence and sequence in text]
+    if not hits:
+        return text, None
+    at, sequence = min(hits)
+    return text[:at], sequence
 
 
 def _cut(step: Trajectory, counts: tuple[int, int]) -> Trajectory:

@@ -26,7 +26,8 @@ HONOURED: dict[str, str] = {
     "did not sample freely",
     "max_tokens": "lowers the run's reply budget (`rollout.max_tokens`), never raises it",
     "max_completion_tokens": "as `max_tokens`",
-    "stop": "a string or a list of strings that end the reply",
+    "stop": "a string or a list of strings that end the reply; its content is what came before the one that ended "
+    "it, as at OpenAI (the recorded tokens keep the ones that completed it)",
     "n": "1 only: one choice per call",
     "stream": "server-sent chunks as the policy generates",
     "stream_options": "`include_usage` adds the usage chunk",

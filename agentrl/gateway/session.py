@@ -128,6 +128,7 @@ class GatewaySession:
                 temperature=sampling.temperature,
                 policy=policy,
                 trainable=learns(llm, policy),
+                stop=sampling.stop,
             )
 
     def end(self, reason: StopReason, message: str = "") -> None:
@@ -173,9 +174,7 @@ class GatewaySession:
         cap = min(self.limits.max_tokens_per_turn, self.sampling.max_tokens)
         asked = request.get("max_completion_tokens") or request.get("max_tokens") or cap
         update: dict[str, Any] = {"max_tokens": max(1, min(int(asked), cap, room))}
-        stop = request.get("stop")
-        if stop:
-            update["stop"] = [stop] if isinstance(stop, str) else list(stop)
+        update["stop"] = self.stop_sequences(request)
         if self.honour_request_sampling:
             update.update({k: request[k] for k in SAMPLING if request.get(k) is not None})
             if update.get("top_k", 1) <= 0:  # 0 is "off" to some clients; the servers say -1
@@ -183,6 +182,13 @@ class GatewaySession:
         elif self.sampling.seed is not None:
             update["seed"] = self.sampling.seed + len(self.recorder.calls)
         return self.sampling.model_copy(update=update)
+
+    def stop_sequences(self, request: dict[str, Any]) -> list[str]:
+        """The strings that end a reply to `request`: the agent's `stop`, else the run's own."""
+        stop = request.get("stop")
+        if not stop:
+            return list(self.sampling.stop)
+        return [stop] if isinstance(stop, str) else list(stop)
 
     def _refuse(self, reason: StopReason, message: str) -> None:
         self.end(reason, message)

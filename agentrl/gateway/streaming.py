@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from agentrl.gateway.errors import REFUSED, refusal
-from agentrl.gateway.recorder import Reply
+from agentrl.gateway.recorder import Reply, before_stop
 from agentrl.gateway.session import GatewaySession, parses_tool_calls
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
 from agentrl.tools.parsers import ToolCallParser
@@ -30,11 +30,13 @@ class StreamedContent:
     """The content of a reply still being generated, in pieces that never need taking back.
 
     The newest token's text is held back (it may be the end-of-turn token, or half a character), and so is what
-    `parser` says may begin a tool call, and trailing whitespace (which the parsed content loses).
+    `parser` says may begin a tool call, and trailing whitespace (which the parsed content loses), and whatever
+    may be the start of one of the `stop` sequences (the reply's text ends before the one that ends it).
     """
 
-    def __init__(self, tokenizer: Tokenizer, parser: ToolCallParser | None) -> None:
+    def __init__(self, tokenizer: Tokenizer, parser: ToolCallParser | None, stop: list[str] | None = None) -> None:
         self.tokenizer, self.parser = tokenizer, parser
+        self.stop = [sequence for sequence in stop or [] if sequence]
         self.ids: list[int] = []
         self.sent = ""
 
@@ -42,6 +44,8 @@ class StreamedContent:
         """The content that `ids` settle (O(length) per call: the text so far is decoded again)."""
         self.ids += ids
         text = self.tokenizer.decode(self.ids[:-1], skip_special_tokens=False).rstrip("\ufffd")
+        if self.stop:
+            text = _short_of_stop(text, self.stop)
         if self.parser is not None:
             text = text[: self.parser.content_length(text)].rstrip()
         return self._send(text) if text.startswith(self.sent) else ""
@@ -57,6 +61,13 @@ class StreamedContent:
     def _send(self, text: str) -> str:
         delta, self.sent = text[len(self.sent) :], text
         return delta
+
+
+def _short_of_stop(text: str, stop: list[str]) -> str:
+    """`text` before the first of the `stop` sequences it holds, less an end that may begin one of them."""
+    text, _ = before_stop(text, stop)
+    held = [size for sequence in stop for size in range(1, len(sequence)) if text.endswith(sequence[:size])]
+    return text[: len(text) - max(held, default=0)]
 
 
 class NamedEvents:
@@ -105,7 +116,8 @@ async def streamed_chat(
     Raises:
         the `REFUSED` errors of `GatewaySession.chat`.
     """
-    content = StreamedContent(session.recorder.tokenizer, session.recorder.parser if parses_tool_calls(body) else None)
+    parser = session.recorder.parser if parses_tool_calls(body) else None
+    content = StreamedContent(session.recorder.tokenizer, parser, session.stop_sequences(body))
 
     async def pushed(ids: list[int]) -> None:
         if on_tokens is not None:

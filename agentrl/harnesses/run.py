@@ -9,9 +9,11 @@ its volume (`agentrl.harnesses.install`), mounted read-only.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -29,7 +31,22 @@ RESULT_CHARS = 20_000
 
 
 class HarnessFailed(RuntimeError):
-    """The harness exited non-zero."""
+    """The harness exited non-zero, or was stopped from outside (its exec timed out, a signal killed it).
+
+    Attributes:
+        exit_code: its exit status (128 + N, or -N, when signal N killed it).
+        timed_out: its exec ran past the harness's timeout and was stopped.
+    """
+
+    def __init__(self, message: str, exit_code: int, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.exit_code, self.timed_out = exit_code, timed_out
+
+    @property
+    def gave_up(self) -> bool:
+        """It ended itself with an error (exit 1-125): not timed out, not killed by a signal (the out-of-memory
+        killer's is SIGKILL, 137), not unable to start (126, 127)."""
+        return not self.timed_out and 0 < self.exit_code < 126
 
 
 def harness_socket_dir() -> str:
@@ -71,7 +88,23 @@ async def run_harness(
     command = f"mkdir -p {shlex.quote(HOME)} && exec {shlex.join(argv)}"
     environment = {**harness.env(harness, launch), **(env or {})}
     result = await sandbox.exec(command, timeout=timeout_s, workdir=workdir, env=environment)
-    if result.exit_code != 0:
+    if not result.ok:
         out, err = result.stdout.strip()[-1500:], result.stderr.strip()[-1500:]
-        raise HarnessFailed(f"{harness.name} exited with {result.exit_code}; stdout: {out!r}; stderr: {err!r}")
+        ending = _ending(result.exit_code, result.timed_out, timeout_s)
+        raise HarnessFailed(
+            f"{harness.name} {ending}; stdout: {out!r}; stderr: {err!r}", result.exit_code, result.timed_out
+        )
     return result.stdout[-RESULT_CHARS:]
+
+
+def _ending(exit_code: int, timed_out: bool, timeout_s: float) -> str:
+    """How a harness's run ended, in words."""
+    if timed_out:
+        return f"timed out after {timeout_s:g} s and was stopped (exit {exit_code})"
+    number = -exit_code if exit_code < 0 else exit_code - 128 if exit_code > 128 else 0
+    with contextlib.suppress(ValueError):
+        if number:
+            name = signal.Signals(number).name
+            why = ": out of memory, or killed" if number == signal.SIGKILL else ""
+            return f"was killed by {name}{why} (exit {exit_code})"
+    return f"exited with {exit_code}"

@@ -24,7 +24,8 @@ class ScriptedPolicy:
     """Answers each `generate` call with the next scripted reply, tokenized and ended with the EOS token.
 
     A reply may be a callable receiving the decoded conversation so far. Replies longer than
-    `sampling.max_tokens` are cut there with finish_reason "length", as a server would. `delay_s` simulates
+    `sampling.max_tokens` are cut there with finish_reason "length", and a reply holding one of `sampling.stop`
+    ends with it (no EOS token), as a server would. `delay_s` simulates
     generation latency; `fail_with` raises on every call (fault injection).
     """
 
@@ -46,7 +47,10 @@ class ScriptedPolicy:
             raise self.fail_with
         reply = self.replies[min(len(self.calls), len(self.replies)) - 1]
         text = reply(self.tokenizer.decode(prompt_ids)) if callable(reply) else reply
-        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        stopped = _through_stop(text, sampling.stop)
+        ids = self.tokenizer.encode(text if stopped is None else stopped, add_special_tokens=False)
+        if stopped is None:
+            ids.append(self.tokenizer.eos_token_id)
         finish = "stop"
         if len(ids) > sampling.max_tokens:
             ids, finish = ids[: sampling.max_tokens], "length"
@@ -66,3 +70,12 @@ class ScriptedPolicy:
             await on_tokens([token])
             self.streamed += 1
         return out
+
+
+def _through_stop(text: str, stop: list[str]) -> str | None:
+    """`text` up to the end of the first stop string it holds (where a server stops), or None when it holds none."""
+    hits = [(text.find(s), s) for s in stop if s and s in text]
+    if not hits:
+        return None
+    at, sequence = min(hits)
+    return text[: at + len(sequence)]

@@ -99,6 +99,26 @@ async def test_a_stop_sequence_is_reported_and_counting_tokens_records_nothing(t
     assert [m.id for m in models.data] == ["policy"]
 
 
+async def test_a_failed_tool_result_reaches_the_policy_as_an_error(tokenizer):
+    policy = ScriptedPolicy(tokenizer, [CALL, "It failed."])
+    async with Gateway(policy, tokenizer) as gateway:
+        session = gateway.open_session()
+        llm = client(session)
+        messages: list = [{"role": "user", "content": "What is 2 + 3?"}]
+        reply = await llm.messages.create(model="p", max_tokens=256, tools=[ADD], messages=messages)
+        (use,) = [b for b in reply.content if b.type == "tool_use"]
+        failed = {"type": "tool_result", "tool_use_id": use.id, "content": "add: not found", "is_error": True}
+        messages += [
+            {"role": "assistant", "content": [b.model_dump() for b in reply.content]},
+            {"role": "user", "content": [failed]},
+        ]
+        await llm.messages.create(model="p", max_tokens=256, tools=[ADD], messages=messages)
+    (tool,) = [m for m in session.recorder.steps[0].messages if m.role == "tool"]
+    assert tool.content == "Error: add: not found"  # as agentrl's own tools write a failed call
+    assert "Error: add: not found" in tokenizer.decode(policy.calls[1])
+    assert session.recorder.calls[1].prefix_matched
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -117,6 +137,11 @@ async def test_a_stop_sequence_is_reported_and_counting_tokens_records_nothing(t
             "tool_choice",
         ),
         ({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}], "mcp_servers": []}, "mcp_servers"),
+        (
+            {"max_tokens": 8, "messages": [{"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "no", "is_error": "yes"}]}]},
+            "messages.0.content.0.is_error",
+        ),
     ],
 )  # fmt: skip
 async def test_a_malformed_request_gets_a_400_naming_the_field(tokenizer, body, field):

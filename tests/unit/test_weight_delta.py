@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 import torch
 import zstandard
 
+from agentrl.rollout.servers.hf import scheduler
 from agentrl.rollout.servers.hf.app import create_app
 from agentrl.rollout.servers.hf.weights import base_state, payload_weights_id, read_state_dict
 from agentrl.trainer.sync import WeightSync
@@ -296,6 +298,37 @@ def test_weight_sync_sends_deltas_and_falls_back_to_full_where_the_server_holds_
     finally:
         for engine in engines:
             engine.shutdown()
+
+
+async def test_a_delta_that_fails_half_applied_leaves_no_base_for_the_next_one(tokenizer, monkeypatch) -> None:
+    engine = make_engine(tokenizer)
+    applied = scheduler.apply_delta
+
+    def half_then_fail(delta: WeightDelta, target) -> None:
+        first = next(iter(delta.diff or delta.sparse))
+        part = {kind: {first: changes[first]} if first in changes else {} for kind, changes in
+                (("diff", delta.diff), ("sparse", delta.sparse), ("escapes", delta.escapes))}  # fmt: skip
+        applied(dataclasses.replace(delta, **part), target)  # one tensor changed, the others not
+        raise MemoryError("out of memory while applying the delta")
+
+    try:
+        engine.model.to(torch.bfloat16)
+        trainer = tiny_llama(seed=5).state_dict()
+        full = cast_state(trainer, torch.bfloat16)
+        await engine.update_weights(full, 1, weights_id="v1")
+        stepped = cast_state(adam_like_step(trainer, 3e-5, seed=6), torch.bfloat16)
+        delta = decode_delta(delta_of(stepped, full, base_id="v1", new_id="v2", version=2))
+        monkeypatch.setattr(scheduler, "apply_delta", half_then_fail)
+        with pytest.raises(MemoryError):
+            await engine.update_weights(delta)
+        monkeypatch.setattr(scheduler, "apply_delta", applied)
+        assert engine.weights_id != "v1", "half-applied weights are no longer the weights v1"
+        with pytest.raises(DeltaBaseMismatchError, match="push the full weights"):
+            await engine.update_weights(delta)  # sent again (a retry, another trainer): refused, so pushed full
+        assert await engine.update_weights(stepped, 2, weights_id="v2") == 2
+        assert engine.weights_id == "v2" and engine.weights_digest() == weights_digest(stepped)
+    finally:
+        engine.shutdown()
 
 
 def test_weight_sync_without_deltas_pushes_the_trainers_state_as_it_is(tokenizer) -> None:

@@ -9,11 +9,12 @@ requests of that adapter and its own version; a full update changes every reques
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,10 @@ class WeightJob:
     lora_alpha: float = 16.0
     weights_id: str | None = None
     """The id a full update gives the weights (a delta carries its own); None: a new one."""
+
+
+UNNAMED = ""
+"""The weights id of weights that failed to load part-way: no delta's base."""
 
 
 def new_weights_id() -> str:
@@ -190,13 +195,25 @@ class Scheduler:
         """Load a full state or apply a delta (refused unless it is on top of the weights held)."""
         if isinstance(job.state, WeightDelta):
             target = base_state(self.core.model)
-            check_delta(job.state, target, self.weights_id)
-            apply_delta(job.state, target)
+            check_delta(job.state, target, self.weights_id)  # refused before anything changes
+            with self._unnamed_on_failure():
+                apply_delta(job.state, target)
             self.version, self.weights_id = job.state.version, job.state.new_id
             return
-        load_into(self.core.model, job.state)
+        with self._unnamed_on_failure():
+            load_into(self.core.model, job.state)
         self.version = job.version if job.version is not None else self.version + 1
         self.weights_id = job.weights_id or new_weights_id()
+
+    @contextlib.contextmanager
+    def _unnamed_on_failure(self) -> Iterator[None]:
+        """Weights that failed to load part-way are none that a push knows: their id is cleared, so that no delta
+        applies on top of them (it is refused, and the trainer pushes the full weights)."""
+        try:
+            yield
+        except BaseException:
+            self.weights_id = UNNAMED
+            raise
 
     def version_of(self, adapter: str | None) -> int:
         """The version the base model (None) or an adapter serves."""
