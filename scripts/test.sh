@@ -1,29 +1,35 @@
 #!/usr/bin/env bash
 # `make test`: every test, on a machine prepared first (idempotently, as `make setup` does, plus the vLLM venv and
-# the docs build). The unit tests need only the Python environment, so they run while the rest is prepared beside
-# them (Docker engine, sandbox images, model, browser, vLLM venv, docs): on a fresh machine, as in CI, that overlap
-# saves the unit suite's minutes. What the preparation printed is shown when it ends; the integration tests start
-# then. Both suites run whatever the other's result (but Ctrl-C stops everything); the exit status is the unit
-# suite's if it failed, else the preparation's or the integration suite's.
+# the docs build). vLLM's venv needs nothing of ours, so it is installed from the start, beside our venv. The unit
+# tests need only our venv, so they run while the rest is prepared beside them (Docker engine, sandbox images,
+# model, browser, docs): on a fresh machine, as in CI, that overlap saves the unit suite's minutes. What the
+# preparation printed is shown when it ends; the integration tests start then. Both suites run whatever the other's
+# result (but Ctrl-C stops everything); the exit status is the unit suite's if it failed, else the preparation's or
+# the integration suite's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=.venv/bin/python
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
 
-bash scripts/setup.sh --venv-only
 # setup's root steps run in the background, where sudo could not ask for a password
 [ "$(id -u)" -eq 0 ] || sudo -v
-
-prepare_log="$(mktemp -t agentrl-prepare.XXXXXX)"
-# a session of its own, so that Ctrl-C here can stop all of it (the Docker engine it starts has its own)
-setsid bash -c 'bash scripts/setup.sh --tests && bash scripts/install_vllm.sh && make --no-print-directory docs' \
-  >"$prepare_log" 2>&1 &
-prepare=$!
+# vLLM's venv needs nothing of ours: it is installed from the start, beside our venv (each a session of its own, so
+# that Ctrl-C here can stop all of it; the Docker engine setup starts has its own)
+vllm_log="$(mktemp -t agentrl-vllm.XXXXXX)"
+setsid bash scripts/install_vllm.sh >"$vllm_log" 2>&1 &
+vllm=$!
+prepare=""
 stop_preparing() {
-  kill -- -"$prepare" 2>/dev/null || true
-  echo "stopped; what the preparation printed: $prepare_log" >&2
+  kill -- -"$vllm" 2>/dev/null || true
+  [ -n "$prepare" ] && { kill -- -"$prepare" 2>/dev/null || true; }
+  echo "stopped; what the preparation printed: $vllm_log ${prepare_log-}" >&2
 }
 trap 'stop_preparing; exit 130' INT TERM
+
+bash scripts/setup.sh --venv-only
+prepare_log="$(mktemp -t agentrl-prepare.XXXXXX)"
+setsid bash -c 'bash scripts/setup.sh --tests && make --no-print-directory docs' >"$prepare_log" 2>&1 &
+prepare=$!
 printf '\033[1m==> unit tests (Docker, images, model, vLLM and docs are prepared beside them: %s)\033[0m\n' "$prepare_log"
 unit=0
 "$PY" -m pytest tests/unit -q || unit=$?
@@ -34,8 +40,9 @@ fi
 
 prepared=0
 wait "$prepare" || prepared=$?
+wait "$vllm" || prepared=$?
 trap - INT TERM
-cat "$prepare_log" && rm -f "$prepare_log"
+cat "$prepare_log" "$vllm_log" && rm -f "$prepare_log" "$vllm_log"
 if [ "$prepared" -ne 0 ]; then
   echo "error: preparing the integration tests failed (exit $prepared): see the output above" >&2
   [ "$unit" -ne 0 ] && exit "$unit"
