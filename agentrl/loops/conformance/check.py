@@ -3,8 +3,11 @@
 It plays the loop's check episode (`AgentLoopBase.check_case`) against a scripted policy and checks, each property
 by a small check of its own that names what to change:
 - tokens: generated tokens appended verbatim, with their own logprobs, trained once;
+- context: each reply was generated from exactly the tokens before it in its step sample;
 - drift: each step sample re-renders from its messages exactly;
-- attribution: every generated token carries its logprob, version, temperature and (several roles) its role;
+- attribution: every generated token carries its logprob, version, temperature and (several roles) its role; the
+  policy reports a new version for every generation and aborts one reply part-way, so that a loop that resumes it
+  (`rollout.weight_update=resume`) records two pieces, each with its own version;
 - reward: the reward that reaches each trainable token is its own role's (self-play included);
 - failure: an exception is a failed trajectory, never trained on;
 - budgets: `max_turns` and the token budget end an episode with their stop reasons;
@@ -24,6 +27,7 @@ from agentrl.loops.conformance.case import LoopCheckCase
 from agentrl.loops.conformance.forks import fork_problems
 from agentrl.loops.conformance.lifecycle import budget_problems, cancellation_problems, failure_problems
 from agentrl.loops.conformance.play import CheckedLoop, merged
+from agentrl.loops.conformance.prompts import context_problems
 from agentrl.loops.conformance.rewards import reward_problems
 from agentrl.loops.conformance.tokens import attribution_problems, drift_problems, verbatim_problems
 
@@ -82,7 +86,9 @@ def loop_problems(
 
 
 async def _problems(loop: CheckedLoop) -> list[str]:
-    free = await loop.play()
+    free = await loop.play(abort=True)
+    if free.policy.aborted and not free.policy.resumed:  # a loop that does not resume: checked without the abort
+        free = await loop.play()
     if free.trajectory.failed:
         return [
             f"play: the check episode failed ({free.trajectory.stop_reason}: {free.trajectory.error}); fix the loop, "
@@ -95,6 +101,7 @@ async def _problems(loop: CheckedLoop) -> list[str]:
         ]
     problems = [
         *verbatim_problems(free),
+        *context_problems(free, loop.tokenizer),
         *drift_problems(free, loop.tokenizer),
         *attribution_problems(free, loop.cls.roles),
         *reward_problems(free),

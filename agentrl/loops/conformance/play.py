@@ -16,50 +16,14 @@ from typing import Any
 from agentrl.config.schema import AgentRLConfig
 from agentrl.loops.base import AgentLoopBase
 from agentrl.loops.conformance.case import LoopCheckCase
+from agentrl.loops.conformance.policy import RecordingPolicy
 from agentrl.loops.context import AgentContext
 from agentrl.loops.local_session import local_rollout_session
 from agentrl.loops.manager import RolloutManager
-from agentrl.loops.testing import ScriptedOutput, ScriptedPolicy
-from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import Sample, Trajectory
 
-VERSION = 7
-"""The policy version the scripted policy reports (not 0, so that a loop that fills in a default is caught)."""
 TEMPERATURE = 0.7
 """The sampling temperature of the check's episodes (not 1.0, so that a loop that drops it is caught)."""
-
-
-@dataclass
-class Generated:
-    """One reply of the scripted policy: its tokens, the logprob of each exactly as returned, and the temperature it
-    was sampled at."""
-
-    token_ids: list[int]
-    logprobs: list[float]
-    temperature: float
-
-
-class RecordingPolicy(ScriptedPolicy):
-    """A scripted policy (the case's reply every turn) that reports `VERSION`, a distinct logprob for every token it
-    generates (so that tokens appended anywhere but verbatim are told apart), and records each reply. `delay_s`
-    slows every call (`started` is set as the first one begins: for cancellation); `fail_with` raises on every
-    call. Its streaming is `ScriptedPolicy`'s, over this `generate`."""
-
-    def __init__(self, tokenizer: Any, case: LoopCheckCase, delay_s: float = 0.0, fail_with: Exception | None = None):
-        super().__init__(tokenizer, [case.reply], delay_s=delay_s, fail_with=fail_with)
-        self.generated: list[Generated] = []
-        self.started = asyncio.Event()
-
-    async def generate(
-        self, prompt_ids: list[int], sampling: SamplingParams, session_id: str | None = None
-    ) -> ScriptedOutput:
-        self.started.set()
-        out = await super().generate(prompt_ids, sampling, session_id)
-        first = sum(len(r.token_ids) for r in self.generated)  # a check episode: a few replies
-        out.logprobs = [-(first + i + 1) / 1024 for i in range(len(out.token_ids))]
-        out.policy_version = VERSION
-        self.generated.append(Generated(list(out.token_ids), list(out.logprobs), sampling.temperature))
-        return out
 
 
 @dataclass
@@ -89,8 +53,10 @@ class CheckedLoop:
             "agent": {"max_turns": 8, "max_total_tokens": 4096},
             "rollout": {"max_tokens": 24, "max_model_len": 4096},
         }
-        # the check's own settings win over the case's (a recipe's config, say): one episode, sampled at TEMPERATURE
-        checked = {"agent": {"name": self.name, **agent}, "rollout": {"temperature": TEMPERATURE, "n": 1, "workers": 0}}
+        # the check's own settings win over the case's (a recipe's config, say): one episode, sampled at TEMPERATURE,
+        # whose generations a weight push's abort resumes (RecordingPolicy(abort=True) aborts one)
+        rollout = {"temperature": TEMPERATURE, "n": 1, "workers": 0, "weight_update": "resume"}
+        checked = {"agent": {"name": self.name, **agent}, "rollout": rollout}
         return AgentRLConfig.model_validate(merged(merged(defaults, self.case.config), checked))
 
     @contextlib.asynccontextmanager
@@ -101,9 +67,12 @@ class CheckedLoop:
             manager.use_loop(self.name, self.cls(cfg.agent))  # also when the class is registered under no name
             yield manager
 
-    async def play(self, delay_s: float = 0.0, fail_with: Exception | None = None, **agent: Any) -> Episode:
-        """Play the case's episode to its end (loop failures end up on the trajectory, as in a run)."""
-        policy = RecordingPolicy(self.tokenizer, self.case, delay_s=delay_s, fail_with=fail_with)
+    async def play(
+        self, delay_s: float = 0.0, fail_with: Exception | None = None, abort: bool = False, **agent: Any
+    ) -> Episode:
+        """Play the case's episode to its end (loop failures end up on the trajectory, as in a run); `abort`: the
+        policy aborts one reply part-way (`RecordingPolicy`)."""
+        policy = RecordingPolicy(self.tokenizer, self.case, delay_s=delay_s, fail_with=fail_with, abort=abort)
         async with self.manager(policy, **agent) as manager:
             contexts = _record_contexts(manager)
             traj = await manager.run_one(self.sample, group_id="check")
@@ -139,13 +108,4 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = [
-    "TEMPERATURE",
-    "VERSION",
-    "CheckedLoop",
-    "Episode",
-    "Generated",
-    "RecordingPolicy",
-    "merged",
-    "recording_contexts",
-]
+__all__ = ["TEMPERATURE", "CheckedLoop", "Episode", "RecordingPolicy", "merged", "recording_contexts"]

@@ -1,12 +1,14 @@
 """The token checks of `check_loop`: generated tokens appended verbatim, a drift of 0 per step sample, and each
-generated token carrying the logprob, version, temperature and role that produced it."""
+generated token carrying the logprob, version, temperature and role that produced it (the context each reply was
+generated from: `prompts`)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from agentrl.loops.conformance.play import TEMPERATURE, VERSION, Episode
+from agentrl.loops.conformance.play import TEMPERATURE, Episode
+from agentrl.loops.conformance.policy import VERSION
 from agentrl.loops.drift import check_drift
 
 VERBATIM_FIX = (
@@ -55,20 +57,25 @@ def drift_problems(episode: Episode, tokenizer: Any) -> list[str]:
 
 
 def attribution_problems(episode: Episode, roles: tuple[str, ...]) -> list[str]:
-    """Every generated token carries its logprob, the version the server reported, the temperature its reply was
-    sampled at and, in a loop with several roles, the role that generated it."""
-    sampled_at = {lp: r.temperature for r in episode.policy.generated for lp in r.logprobs}
+    """Every generated token carries its logprob, the version the server reported for it (each piece of a reply
+    that an abort cut and the loop resumed: its own), the temperature its reply was sampled at and, in a loop with
+    several roles, the role that generated it."""
+    made_by = {lp: g for g in episode.policy.generated for lp in g.logprobs}
     counts: Counter[str] = Counter()
     for step in episode.trajectory.step_samples():
         for seg in (s for s in step.segments if s.trainable and s.token_ids):
             counts["logprobs"] += seg.logprobs is None
-            counts["version"] += seg.policy_version != VERSION
-            temperature = sampled_at.get((seg.logprobs or [None])[0], TEMPERATURE)  # type: ignore[arg-type]
-            counts["temperature"] += seg.temperature != temperature
+            makers = [made_by[lp] for lp in seg.logprobs or [] if lp in made_by]
+            counts["version"] += any(g.version != seg.policy_version for g in makers)
+            counts["temperature"] += seg.temperature != (makers[0].temperature if makers else TEMPERATURE)
             counts["role"] += len(roles) > 1 and seg.player not in roles
     fixes = {
         "logprobs": "have no logprobs: keep the server's (ctx.generate does)",
-        "version": f"do not carry the version the server reported ({VERSION}): keep the reply's policy_version",
+        "version": (
+            f"carry another version than the one the server reported for their tokens (the check's policy reports "
+            f"{VERSION}, {VERSION + 1}, ... one per generation, a resumed reply's pieces each their own): keep each "
+            "piece's policy_version as ctx.generate records it, never a cached or merged one"
+        ),
         "temperature": "do not carry the temperature they were sampled at: keep the turn's",
         "role": f"carry no role of the loop's {roles}: pass player=ROLE to ctx.generate",
     }
