@@ -15,8 +15,12 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agentrl.errors import InfrastructureError, UserError
+
+if TYPE_CHECKING:
+    from agentrl.loops.conformance.case import LoopCheckCase
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -98,28 +102,62 @@ def _cmd_gateway(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    """`agentrl check loop=NAME [tokenizer=MODEL] [key=value ...]`: 0 when the loop keeps the loop contract, else 1
-    with one line per broken property. Other dotted settings go over the loop's check case (`agent.kwargs.x=...`)."""
-    from omegaconf import OmegaConf
-
+    """`agentrl check loop=NAME [recipe=R [task=ID]] [tokenizer=MODEL] [key=value ...]`: 0 when the loop keeps the
+    loop contract, 1 with one line per broken property, 2 when no episode could be played (what to give said).
+    With recipe=R it plays R's first training task (or task=ID) with R's tools, sandbox and environment, the other
+    settings going over R's (`load_config`); without, the loop's own check case, the settings over its config."""
     from agentrl.loops.conformance.check import loop_problems
 
     options = dict(_key_value(item) for item in args.overrides)
-    loop, model = options.pop("loop", None), options.pop("tokenizer", None)
+    loop, recipe, task, model = (options.pop(key, None) for key in ("loop", "recipe", "task", "tokenizer"))
     if loop is None:
         raise UserError("agentrl check needs loop=NAME: a registered loop (e.g. single_turn) or module:Class")
+    case, config = _check_case(loop, recipe, task, [f"{key}={value}" for key, value in options.items()])
     tokenizer = None
-    if model is not None:
+    if model is not None or recipe is not None:
         from agentrl.models import load_tokenizer, resolve_model
 
-        tokenizer = load_tokenizer(resolve_model(model))
-    dotted = [f"{key}={value}" for key, value in options.items()]
-    config = OmegaConf.to_container(OmegaConf.from_dotlist(dotted)) if dotted else None
-    name, problems = loop_problems(loop, tokenizer, config=config)  # type: ignore[arg-type]
+        tokenizer = load_tokenizer(resolve_model(model or case.config.get("model", "default")))
+    name, problems = loop_problems(loop, tokenizer, case, config)
+    if problems and all(problem.startswith("play: ") for problem in problems):
+        raise UserError(_unplayed(name, recipe, problems))
     for problem in problems:
         print(problem)
     print(f"{name}: {'breaks' if problems else 'keeps'} the loop contract", file=sys.stderr)
     return EXIT_FAILURE if problems else 0
+
+
+def _check_case(
+    loop: str, recipe: str | None, task: str | None, dotted: list[str]
+) -> tuple[LoopCheckCase, dict[str, Any] | None]:
+    """The case `agentrl check` plays and the settings over it: the recipe's (`recipe_case`), or the loop's own."""
+    from omegaconf import OmegaConf
+
+    from agentrl.loops.base import get_loop_class
+    from agentrl.loops.conformance.recipe import missing_recipe, recipe_case
+
+    cls = get_loop_class(loop)
+    if recipe is not None:
+        return recipe_case(cls, loop, recipe, dotted, task), None
+    if task is not None:
+        raise UserError(f"task={task} picks one of a recipe's training tasks: give recipe=R too")
+    case = cls.check_case()
+    if case.lacks:
+        raise UserError(missing_recipe(loop, case))
+    return case, OmegaConf.to_container(OmegaConf.from_dotlist(dotted)) if dotted else None  # type: ignore[return-value]
+
+
+def _unplayed(name: str, recipe: str | None, problems: list[str]) -> str:
+    """What `agentrl check` says when the check episode could not be played: nothing was checked."""
+    from agentrl.loops.conformance.recipe import CHECK_RECIPES
+
+    if recipe is not None:
+        give = f"fix what it says in recipe {recipe}'s settings (key=value) or the loop"
+    elif name in CHECK_RECIPES:
+        give = f"fix what it says, or check the loop with its recipe: recipe={CHECK_RECIPES[name]}"
+    else:
+        give = "fix what it says, or give a recipe whose training tasks the loop plays: recipe=R"
+    return f"{name}: no check episode could be played, so nothing was checked: {give}\n  " + "\n  ".join(problems)
 
 
 def _key_value(item: str) -> tuple[str, str]:
@@ -169,9 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
     ]:
         add(name, help_, handler).add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
 
-    check = add("check", "check an agent loop against the loop contract: loop=NAME [tokenizer=MODEL]", _cmd_check)
+    check = add("check", "check an agent loop against the loop contract: loop=NAME [recipe=R]", _cmd_check)
     check.add_argument(
-        "overrides", nargs="*", help="loop=NAME (registered, or module:Class), tokenizer=MODEL, key=value settings"
+        "overrides",
+        nargs="*",
+        help="loop=NAME (registered, or module:Class), recipe=R (play its first training task), task=ID (another "
+        "of its tasks), tokenizer=MODEL, key=value settings",
     )
 
     view = add("view", "build the HTML viewer of a run directory", _cmd_view)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -94,6 +95,19 @@ class AgentLoopBase(ABC):
         scripted policy's replies, and what it needs beyond this process. Override it when the loop needs options,
         tools, an environment or particular replies; the default plays one prompt answered with one reply."""
         return LoopCheckCase()
+
+    @classmethod
+    def recipe_check_case(cls, cfg: AgentRLConfig, sample: Sample) -> LoopCheckCase:
+        """The episode `agentrl check loop=NAME recipe=R` plays: the recipe's run `cfg` (as `load_config` reads it,
+        with `agent.name` this loop) and its task `sample` (its first training sample, or `task=ID`). The default
+        plays them with the replies and needs of `check_case()` and `min_turns` at most 1 (those replies were
+        written for the loop's own case), every role played by the check's one scripted policy (the recipe's
+        `policies:` and `agent.roles` left out). Override it where the replies depend on the task (the
+        SWE loop answers with the edit its task's gold patch makes)."""
+        own = cls.check_case()
+        config = cfg.model_dump(mode="json", by_alias=True, exclude={"policies"})
+        config["agent"]["roles"] = {}
+        return replace(own, config=config, sample=sample, min_turns=min(own.min_turns, 1), lacks=None)
 
     def policy_for(self, role: str) -> str | None:
         """The policy that plays `role` (`agent.roles`; None: the run's first policy). Pass it on as

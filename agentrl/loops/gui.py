@@ -58,8 +58,9 @@ class GUIAgentLoop(AgentLoopBase):
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:
-        """A MiniWoB page in headless Chromium (`agent.kwargs.task`: `check_loop(..., config=...)`)."""
-        return LoopCheckCase(needs=frozenset({"browser"}))
+        """A MiniWoB page in headless Chromium: a recipe's task (`agentrl check loop=gui_agent recipe=gui_agent`) or
+        the caller's (`check_loop(..., config={"agent": {"kwargs": {"task": ...}}})`), answered by a click."""
+        return LoopCheckCase(reply="click(1)", needs=frozenset({"browser"}), lacks="a MiniWoB task")
 
     options: GUIConfig
     _announced = False

@@ -52,6 +52,8 @@ NO_TOOL_CALL = "your reply called no tool. Use a tool to work on the task, or ca
 ORACLE_LOG = "/logs/agent/oracle.txt"
 SOLVE_TIMEOUT_S = 1800.0
 """Limit of solve.sh for a task without [agent].timeout_sec (the trajectory's own timeout still applies)."""
+HARBOR_TASK = "a Harbor task (its sample, tools and container image)"
+"""What the Harbor loops' own check case lacks (`LoopCheckCase.lacks`): a recipe's task."""
 
 
 class HarborLoopOptions(LoopOptions):
@@ -75,8 +77,9 @@ class HarborAgentLoop(SteppedLoop):
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:
-        """A Harbor task's container (its sample: `check_loop(..., config=..., sample=...)`)."""
-        return LoopCheckCase(needs=frozenset({"docker"}))
+        """A Harbor task's container: a recipe's task (`agentrl check loop=harbor_agent recipe=harbor`) or a case of
+        the caller's (`check_loop(..., case=...)`), answered by a reply that calls no tool (one turn)."""
+        return LoopCheckCase(reply="I am done.", needs=frozenset({"docker"}), lacks=HARBOR_TASK)
 
     options: HarborLoopOptions
     uses_tools = True
@@ -210,8 +213,9 @@ class HarborOracleLoop(HarborAgentLoop):
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:
-        """A Harbor task's container (`check_loop(..., case=...)`); its reference solution plays no turn."""
-        return LoopCheckCase(needs=frozenset({"docker"}), min_turns=0)
+        """A Harbor task's container (`agentrl check loop=harbor_oracle recipe=harbor`, or `check_loop(...,
+        case=...)`); its reference solution plays no turn."""
+        return LoopCheckCase(needs=frozenset({"docker"}), min_turns=0, lacks=HARBOR_TASK)
 
     def check_start(self, ctx: AgentContext) -> None:
         return None

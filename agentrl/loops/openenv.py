@@ -52,9 +52,11 @@ class OpenEnvLoop(AgentLoopBase):
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:
-        """An OpenEnv server of the caller's (`agent.kwargs.env_dir`, `app` or `base_url`: `check_loop(...,
-        config=...)` or `agentrl check loop=openenv agent.kwargs.env_dir=DIR`)."""
-        return LoopCheckCase(needs=frozenset({"server"}))
+        """An OpenEnv server: a recipe's (`agentrl check loop=openenv recipe=openenv`) or the caller's
+        (`check_loop(..., config={"agent": {"kwargs": {"env_dir": ...}}})`: env_dir, app or base_url)."""
+        return LoopCheckCase(
+            needs=frozenset({"server"}), lacks="an OpenEnv environment (agent.kwargs.env_dir, app or base_url)"
+        )
 
     @classmethod
     def environment_form(cls, cfg: AgentRLConfig) -> str:

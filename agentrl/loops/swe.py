@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,8 +36,10 @@ from agentrl.loops.forked_resources import OwnedResources, fork_sandbox_and_tool
 from agentrl.loops.stepped import SteppedLoop
 from agentrl.loops.tool_turns import answer_calls, execute_calls, record_final_calls, require_tools
 from agentrl.sandbox.base import Sandbox
+from agentrl.swe.gold_edit import one_line_fix
 from agentrl.swe.repo import extract_patch, open_task_sandbox, work_repo
 from agentrl.swe.task import SWETask, TaskError
+from agentrl.tools.base import ToolCall
 from agentrl.tools.parsers import get_parser
 from agentrl.types import Message, Sample, StopReason, Trajectory
 
@@ -123,8 +125,23 @@ class SWEAgentLoop(SteppedLoop):
 
     @classmethod
     def check_case(cls) -> LoopCheckCase:
-        """A SWE task's container (its sample and sandbox image: `check_loop(..., config=..., sample=...)`)."""
-        return LoopCheckCase(needs=frozenset({"docker"}))
+        """A SWE task's container: a recipe's task (`agentrl check loop=swe_agent recipe=swe_easy`, played through
+        `recipe_check_case`) or a case of the caller's (`check_loop(..., case=...)`)."""
+        return LoopCheckCase(needs=frozenset({"docker"}), lacks="a SWE task (its sample, tools and container image)")
+
+    @classmethod
+    def recipe_check_case(cls, cfg: AgentRLConfig, sample: Sample) -> LoopCheckCase:
+        """The recipe's task, answered with the edit its gold patch makes where the run offers `edit_line` and the
+        patch changes one line (swe_easy's typos: the tool runs in the task's container), else with a reply that
+        calls no tool."""
+        case = super().recipe_check_case(cfg, sample)
+        edit = gold_edit_call(cfg, SWETask.from_sample(sample))
+        if edit is None:
+            return replace(case, reply="I am done.")
+        room = max(cfg.rollout.max_tokens, len(edit.encode()) + 1)  # a token is a byte or more; then the EOS
+        return replace(
+            case, reply=edit, config={**case.config, "rollout": {**case.config["rollout"], "max_tokens": room}}
+        )
 
     options: SWELoopOptions
     uses_tools = True
@@ -272,6 +289,16 @@ async def open_swe_sandbox(
             sandbox, _ = await opening
             await sandbox.close()
         raise
+
+
+def gold_edit_call(cfg: AgentRLConfig, task: SWETask) -> str | None:
+    """The `edit_line` call that makes the task's gold fix, in the run's tool-call format; None where the run offers
+    no `edit_line` or the gold patch changes more than one line."""
+    fix = one_line_fix(task.patch)
+    if fix is None or not any(tool.class_ == "edit_line" for tool in cfg.tools):
+        return None
+    arguments = {"path": fix.path, "line": fix.line, "old": fix.old, "new": fix.new}
+    return get_parser(cfg.agent.tool_parser).format_calls([ToolCall("call_0", "edit_line", arguments)])
 
 
 def failing_test_statement(task: SWETask) -> str:

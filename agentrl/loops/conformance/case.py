@@ -32,6 +32,10 @@ class LoopCheckCase:
         needs: what the episode needs beyond this process (`NEEDS`): a loop that needs any is checked where it
             runs (agentrl's integration tier), not in the seconds-long unit tier.
         min_turns: turns the episode plays with no budget in the way (the budget and fork checks cut it shorter).
+        lacks: what the episode lacks that only a run's recipe gives (a task, its tools, an environment), in words,
+            or None when the case plays as it is. `agentrl check` then exits 2 asking for `recipe=` (the loop's
+            recipe in `CHECK_RECIPES`) instead of playing an episode that cannot be played; the recipe's run and
+            task are played through the loop's `recipe_check_case`.
     """
 
     config: dict[str, Any] = field(default_factory=dict)
@@ -39,6 +43,7 @@ class LoopCheckCase:
     reply: Reply = "Hello."
     needs: frozenset[str] = frozenset()
     min_turns: int = 1
+    lacks: str | None = None
 
     def __post_init__(self) -> None:
         if unknown := set(self.needs) - NEEDS:
