@@ -2,9 +2,11 @@
 
 agentrl starts vLLM with `VLLM_SERVER_DEV_MODE=1`, which mounts `/collective_rpc` (any worker method, the weight
 loader included, with a path on the host), `/pause`, `/resume`, `/update_weight_version` and more. vLLM's own
-`--api-key` guards only `/v1` routes in some versions, and every route (generation too) in others; so on a host
-that other machines reach, `VLLMServer.launch` adds this class with `--middleware agentrl.vllm_gate.WeightsTokenGate`
-instead (vLLM calls `WeightsTokenGate(app)`), whatever vLLM's version. It lets the routes in `OPEN_PATHS` through
+`--api-key` does not cover them: in 0.32.0 it guards only paths under `/v1`, `/v2`, `/inference` and `/cohere`
+(`vllm/entrypoints/serve/middleware/authenticate.py`), in later versions every route, generation too. So on a
+host that other machines reach, `VLLMServer.launch` adds this class with `--middleware
+agentrl.vllm_gate.WeightsTokenGate` (vLLM 0.32.0 calls `app.add_middleware(WeightsTokenGate)`: `serve/middleware/
+register.py`), whatever vLLM's version. It lets the routes in `OPEN_PATHS` through
 and refuses every other one (401) without `Authorization: Bearer <AGENTRL_WEIGHTS_TOKEN>`: a route vLLM adds later
 is guarded too. It runs inside vLLM's own environment and imports nothing beyond `agentrl.weights_token`.
 """
