@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agentrl.gateway.auth import token_guard
 from agentrl.gateway.errors import REFUSED, error_response, refusal
 from agentrl.gateway.messages_api import model_entry
 from agentrl.gateway.messages_routes import messages_routes
@@ -37,9 +38,11 @@ def build_app(
     llm: Callable[[], TokenGenerator],
     model_name: str,
     close: Callable[[str], GatewaySession | None] | None = None,
+    token: str | None = None,
 ) -> web.Application:
     """The routes, over `sessions` (session id -> session), the rollout client `llm()` and, when given, `close`
-    (session id -> the closed session), which adds `POST /s/<session>/close`."""
+    (session id -> the closed session), which adds `POST /s/<session>/close`; with `token`, every route needs it
+    as the API key (`agentrl.gateway.auth`)."""
 
     def session_of(request: web.Request) -> GatewaySession | None:
         return sessions(request.match_info.get("session", DEFAULT_SESSION))
@@ -77,7 +80,8 @@ def build_app(
             return error_response(404, "unknown session", "NotFound")
         return web.json_response({"id": session.id, "calls": len(session.recorder.calls)})
 
-    app = web.Application(client_max_size=64 * 1024**2)
+    guards = [token_guard(token)] if token is not None else []
+    app = web.Application(client_max_size=64 * 1024**2, middlewares=guards)
     app.router.add_post("/s/{session}/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/chat/completions", chat_completions)  # the default session, when one is served
     app.router.add_get("/s/{session}/v1/models", models)

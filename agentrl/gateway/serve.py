@@ -9,7 +9,9 @@ per name, opened at its first call); `POST /s/<name>/close` ends a session. Each
 its step samples alongside) is appended to `trajectories.jsonl` in the run directory when it is closed, and every
 open one when the gateway stops (Ctrl-C); `agentrl view RUN_DIR` opens them.
 
-Gateway options (not part of the training config): `gateway.host` (127.0.0.1), `gateway.port` (8100). The
+Gateway options (not part of the training config): `gateway.host` (127.0.0.1), `gateway.port` (8100). A host
+other machines reach (`gateway.host=0.0.0.0`) needs `AGENTRL_GATEWAY_TOKEN` in the environment: the agents send it
+as their API key (`Authorization: Bearer` or `x-api-key`; see `agentrl.gateway.auth`). The
 agent's own temperature (greedy included: nothing is trained here), top_p, top_k and seed are honoured;
 `agent.max_turns`, `agent.max_total_tokens` and `rollout.max_tokens` bound each session.
 """
@@ -18,13 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from agentrl.config.loader import load_config
 from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import UserError
+from agentrl.gateway.auth import GATEWAY_TOKEN_ENV, gateway_token
 from agentrl.gateway.server import Gateway
 from agentrl.gateway.session import GatewaySession, SessionLimits
 from agentrl.loops.preflight import validate_episodes
@@ -36,13 +39,16 @@ from agentrl.types import StopReason, Trajectory
 class GatewayOptions:
     host: str = "127.0.0.1"
     port: int = 8100
+    token: str | None = field(default=None, repr=False)
+    """The API key every call needs (`AGENTRL_GATEWAY_TOKEN`; required off loopback)."""
 
 
 def parse_gateway_overrides(overrides: list[str]) -> tuple[GatewayOptions, list[str]]:
-    """Split `gateway.host` / `gateway.port` out of the overrides.
+    """Split `gateway.host` / `gateway.port` out of the overrides; the token comes from `AGENTRL_GATEWAY_TOKEN`.
 
     Raises:
-        UserError: an unknown `gateway.` key or a port that is not a number.
+        UserError: an unknown `gateway.` key, a port that is not a number, or a host other machines reach
+            without a token.
     """
     opts, rest = GatewayOptions(), []
     for item in overrides:
@@ -57,6 +63,7 @@ def parse_gateway_overrides(overrides: list[str]) -> tuple[GatewayOptions, list[
             raise UserError(f"unknown option {key}: the gateway takes gateway.host and gateway.port")
         else:
             rest.append(item)
+    opts.token = gateway_token(opts.host)
     return opts, rest
 
 
@@ -128,9 +135,12 @@ async def serve_gateway(
                 on_demand=True,
                 on_close=lambda session: _save(session, sink),
                 session_options=options,
+                token=opts.token,
             ) as gateway,
         ):
             print(f"gateway serving {cfg.model} at {gateway.url}/v1 (sessions: {gateway.url}/s/<name>/v1)")
+            if gateway.token is not None:
+                print(f"agents send {GATEWAY_TOKEN_ENV} as their API key (Authorization: Bearer, or x-api-key)")
             print(f"trajectories: {out / 'trajectories.jsonl'}", flush=True)
             if ready is not None:
                 ready.set_result(gateway.url)

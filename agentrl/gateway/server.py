@@ -11,6 +11,7 @@ from typing import Any, Self
 from aiohttp import web
 
 from agentrl.gateway.app import build_app
+from agentrl.gateway.auth import gateway_token
 from agentrl.gateway.recorder import SessionRecorder
 from agentrl.gateway.session import GatewaySession, SessionLimits
 from agentrl.loops.protocols import TokenGenerator, Tokenizer
@@ -43,6 +44,8 @@ class Gateway:
         unix_socket: also serve on this unix socket (created world-connectable), for agents in containers that
             have no network: the folder holding it is mounted into them, and `agentrl.harnesses.bridge` forwards a
             port on their loopback to it.
+        token: the API key every call needs (`agentrl.gateway.auth`); default `AGENTRL_GATEWAY_TOKEN`. Sessions
+            opened on demand on a `host` other machines reach need one (`UserError` without).
     """
 
     def __init__(
@@ -58,7 +61,9 @@ class Gateway:
         on_close: Callable[[GatewaySession], None] | None = None,
         session_options: dict[str, Any] | None = None,
         unix_socket: str | None = None,
+        token: str | None = None,
     ) -> None:
+        self.token = gateway_token(host, token) if on_demand else token
         self.llm, self.tokenizer, self.model_name = llm, tokenizer, model_name
         self.parser = get_parser(tool_parser)
         self.host, self.port = host, port
@@ -79,7 +84,7 @@ class Gateway:
         """Bind and serve (in the current event loop)."""
         lookup = self._lookup if self.on_demand else self.sessions.get
         close = self._close_by_id if self.on_demand else None
-        app = build_app(lookup, lambda: self.llm, self.model_name, close)
+        app = build_app(lookup, lambda: self.llm, self.model_name, close, self.token)
         # handler_cancellation: a call whose agent went away (cancelled, timed out) stops generating at once
         self._runner = web.AppRunner(
             app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, handler_cancellation=True

@@ -15,6 +15,7 @@ from agentrl.config.policies import policy_config
 from agentrl.config.schema import AgentRLConfig
 from agentrl.data import first_row_problem
 from agentrl.errors import UserError
+from agentrl.harnesses.checks import harness_problems
 from agentrl.loops.base import LOOPS
 from agentrl.loops.compaction.checks import context_problems
 from agentrl.loops.hooks import loop_name
@@ -90,7 +91,8 @@ def _env_problems(cfg: AgentRLConfig) -> list[str]:
 
 def agent_problems(cfg: AgentRLConfig) -> list[str]:
     """The loop exists (importing a built-in may need an optional package), takes its `agent.kwargs`, has tools
-    when it calls them, and passes its own checks (`AgentLoopBase.problems`); `agent.tool_parser` exists."""
+    when it calls them, and passes its own checks (`AgentLoopBase.problems`); `agent.tool_parser` exists; a harness
+    runs without network (`agentrl.harnesses.checks`)."""
     problems = []
     name = loop_name(cfg)
     key = "data.agent_name" if cfg.data.agent_name else "agent.name"
@@ -109,7 +111,7 @@ def agent_problems(cfg: AgentRLConfig) -> list[str]:
             )
     if problem := PARSERS.problem(cfg.agent.tool_parser):
         problems.append(f"agent.tool_parser: {problem}")
-    return problems
+    return problems + harness_problems(cfg)
 
 
 def role_problems(cfg: AgentRLConfig, loop: str, roles: tuple[str, ...]) -> list[str]:

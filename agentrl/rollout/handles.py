@@ -201,14 +201,23 @@ def server_dtype(cfg: AgentRLConfig, has_gpu: bool | None = None) -> str:
     return "bfloat16" if has_gpu else "float32"
 
 
-def launch_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, host: str = "127.0.0.1") -> Any:
-    """Start one server of `cfg.rollout.backend` on this machine, in `server_dtype`; returns its handle."""
+def launch_server(
+    cfg: AgentRLConfig, model_path: str, port: int | None = None, host: str = "127.0.0.1", token: str | None = None
+) -> Any:
+    """Start one server of `cfg.rollout.backend` on this machine, in `server_dtype`; returns its handle.
+
+    On a `host` other machines reach, its weight and control routes need a weights token: `token`, else
+    AGENTRL_WEIGHTS_TOKEN (`hf` makes one up when neither is set; vLLM and SGLang refuse to start without one:
+    `agentrl.weights_token.MissingTokenError`). The handle holds the token and sends it."""
     backend = cfg.rollout.backend
     dtype = server_dtype(cfg)
     if backend == "hf":
         from agentrl.rollout.servers.hf.launch import launch_hf_server
 
-        process = launch_hf_server(model_path, port, host=host, max_model_len=cfg.rollout.max_model_len, dtype=dtype)
+        env = {"AGENTRL_WEIGHTS_TOKEN": token} if token else None
+        process = launch_hf_server(
+            model_path, port, host=host, max_model_len=cfg.rollout.max_model_len, dtype=dtype, env=env
+        )
         return HFServer(process.url, model_path=model_path, process=process, token=process.weights_token)
     if backend == "vllm":
         from agentrl.rollout.servers.vllm import VLLMServer
@@ -221,11 +230,12 @@ def launch_server(cfg: AgentRLConfig, model_path: str, port: int | None = None, 
             max_model_len=cfg.rollout.max_model_len,
             weight_transfer=transfer,
             dtype=dtype,
+            token=token,
         )
     if backend == "sglang":
         from agentrl.rollout.servers.sglang import SGLangServer
 
-        return SGLangServer.launch(model_path, port=port, host=host, dtype=dtype)
+        return SGLangServer.launch(model_path, port=port, host=host, dtype=dtype, token=token)
     raise UserError(f"unknown rollout.backend {backend!r}; use hf, vllm or sglang")
 
 

@@ -10,6 +10,7 @@ server's own route (`RayServer.weights_via == "object_store"`, see `agentrl.trai
 from __future__ import annotations
 
 import contextlib
+import secrets
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from agentrl.config.schema import AgentRLConfig
 from agentrl.errors import InfrastructureError
 from agentrl.rollout.handles import InFlight
 from agentrl.weight_delta import DeltaBaseMismatchError
+from agentrl.weights_token import env_token
 
 STARTUP_TIMEOUT_S = 900.0
 
@@ -41,7 +43,10 @@ class ServerActor:
         from agentrl.rollout.handles import launch_server
 
         self.node_id = ray.get_runtime_context().get_node_id()
-        self.server = launch_server(cfg, resolve_model(cfg.model), host=ray.util.get_node_ip_address())
+        # bound to the node's address, so its control routes take a token; the actor holds it and makes every
+        # control call itself (generation, the only route the trainer reaches directly, needs none)
+        token = env_token() or secrets.token_hex(16)
+        self.server = launch_server(cfg, resolve_model(cfg.model), host=ray.util.get_node_ip_address(), token=token)
 
     def describe(self) -> tuple[str, str]:
         """The server's URL and the id of the node it runs on."""

@@ -153,6 +153,16 @@ def on_folder_weights(server, model_path: str):
     return server
 
 
+@pytest.fixture(scope="module")
+def foreign_host():
+    """A second host on this machine: a network namespace on a veth pair (`tests/integration/netns.py`), removed
+    afterwards. A test that needs one fails when it cannot be made (no `ip`, no CAP_NET_ADMIN): never skipped."""
+    from tests.integration.netns import ForeignHost
+
+    with ForeignHost() as host:
+        yield host
+
+
 @pytest.fixture(scope="session")
 def task(docker_client, sandbox_base_image):
     """The smallest bundled task (the quickest test run), its image built first when missing."""

@@ -249,12 +249,13 @@ async def test_requests_the_gateway_cannot_serve_get_a_clear_400(tokenizer):
             await llm.chat.completions.create(model="p", messages=[{"role": "user", "content": image}])
 
 
-def test_gateway_command_options_are_split_from_the_config_overrides():
+def test_gateway_command_options_are_split_from_the_config_overrides(monkeypatch):
     from agentrl.errors import UserError
     from agentrl.gateway.serve import parse_gateway_overrides
 
+    monkeypatch.setenv("AGENTRL_GATEWAY_TOKEN", "s3cret")  # a host other machines reach needs one
     opts, rest = parse_gateway_overrides(["recipe=quickstart", "gateway.port=9001", "gateway.host=0.0.0.0"])
-    assert (opts.host, opts.port, rest) == ("0.0.0.0", 9001, ["recipe=quickstart"])
+    assert (opts.host, opts.port, opts.token, rest) == ("0.0.0.0", 9001, "s3cret", ["recipe=quickstart"])
     with pytest.raises(UserError, match="gateway.host and gateway.port"):
         parse_gateway_overrides(["gateway.prot=1"])
     with pytest.raises(UserError, match="port number"):

@@ -207,7 +207,7 @@ class FakeSGLang:
         transport = httpx.MockTransport(self.handler)
         monkeypatch.setattr(sglang.httpx, "Client", lambda **kw: REAL_CLIENT(transport=transport, **kw))
 
-        def post(url: str, json: Any, timeout: float) -> httpx.Response:  # ManagedServer.abort's httpx.post
+        def post(url: str, json: Any, timeout: float, headers: Any = None) -> httpx.Response:  # ManagedServer.abort
             with REAL_CLIENT(transport=transport, timeout=timeout) as http:
                 return http.post(url, json=json)
 

@@ -213,7 +213,7 @@ def test_an_update_has_one_deadline_for_all_its_steps_and_resumes_the_server_pas
 def test_pause_resume_and_abort_use_vllms_routes(monkeypatch: pytest.MonkeyPatch):
     calls: list[tuple[str, Any]] = []
     _mock_client(monkeypatch, calls)
-    monkeypatch.setattr(vllm.httpx, "post", lambda url, json, timeout: _post_via(url, json, calls))
+    monkeypatch.setattr(vllm.httpx, "post", lambda url, json, timeout, headers=None: _post_via(url, json, calls))
     server = VLLMServer("http://vllm.test:8000")
     server.pause("keep")
     server.resume()

@@ -22,6 +22,7 @@ from typing import Any, Self
 import httpx
 
 from agentrl.rollout.errors import RolloutError
+from agentrl.weights_token import bearer_headers
 
 
 class ServerStartError(RolloutError):
@@ -86,6 +87,7 @@ class ServerProcess:
         env: Variables added to (or replacing those of) this process's environment.
         log_path: Where its output goes; when omitted, a temporary file that `stop()` deletes.
         name: Short name used in messages (`vllm`, `sglang`).
+        secrets: Strings of `cmd` that messages show as `***` (a token passed as a flag).
     """
 
     def __init__(
@@ -95,8 +97,10 @@ class ServerProcess:
         env: Mapping[str, str] | None = None,
         log_path: str | Path | None = None,
         name: str = "server",
+        secrets: Sequence[str] = (),
     ) -> None:
         self.cmd = list(cmd)
+        self._secrets = tuple(s for s in secrets if s)
         self.env = dict(env or {})
         self.name = name
         self._owns_log = log_path is None
@@ -139,7 +143,7 @@ class ServerProcess:
         if code is not None:
             raise ServerStartError(
                 f"{self.name} server exited with status {code} during startup; "
-                f"command: {' '.join(self.cmd)}\n{self._tail_note()}"
+                f"command: {self.shown_cmd()}\n{self._tail_note()}"
             )
 
     def wait_healthy(self, base_url: str, timeout: float, health_path: str = "/health") -> None:
@@ -148,7 +152,7 @@ class ServerProcess:
             wait_for_health(base_url, timeout, health_path=health_path, alive=self.check_alive)
         except ServerStartError as e:
             died = self._proc is not None and self._proc.poll() is not None
-            message = str(e) if died else f"{e}; {self.name} command: {' '.join(self.cmd)}\n" + self._tail_note()
+            message = str(e) if died else f"{e}; {self.name} command: {self.shown_cmd()}\n" + self._tail_note()
             self.stop()
             raise ServerStartError(message) from None
 
@@ -167,6 +171,13 @@ class ServerProcess:
         _signal_group(proc.pid, signal.SIGKILL)
         if self._owns_log:
             self.log_path.unlink(missing_ok=True)
+
+    def shown_cmd(self) -> str:
+        """The command line as messages show it: its secrets as `***`."""
+        text = " ".join(self.cmd)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def log_tail(self, lines: int = 40) -> str:
         """The last `lines` lines of the server's log."""
@@ -213,13 +224,23 @@ class ManagedServer:
         base_url: `http://host:port` of the server (also `url`).
         model_path: The served model folder, when known.
         policy_version: Version of the weights being served, as set by the backend's `update_weights`.
+        token: The weights token its control routes take (None: AGENTRL_WEIGHTS_TOKEN, if set; see
+            `agentrl.weights_token`).
     """
 
-    def __init__(self, base_url: str, *, model_path: str | None = None, process: ServerProcess | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model_path: str | None = None,
+        process: ServerProcess | None = None,
+        token: str | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.model_path = model_path
         self.process = process
         self.policy_version = 0
+        self.token = token
 
     @property
     def url(self) -> str:  # alias of `base_url`
@@ -237,11 +258,13 @@ class ManagedServer:
         log_path: str | None,
         name: str,
         startup_timeout: float,
+        token: str | None = None,
     ) -> Self:
-        """Run `cmd` and return the server once its `/health` answers (`ServerStartError` with its log if not)."""
-        process = ServerProcess(cmd, env=env, log_path=log_path, name=name)
+        """Run `cmd` and return the server once its `/health` answers (`ServerStartError` with its log if not);
+        `token` guards its control routes (never shown in messages)."""
+        process = ServerProcess(cmd, env=env, log_path=log_path, name=name, secrets=[token] if token else [])
         process.start()
-        server = cls(f"http://{host}:{port}", model_path=model_path, process=process)
+        server = cls(f"http://{host}:{port}", model_path=model_path, process=process, token=token)
         process.wait_healthy(server.base_url, startup_timeout)
         return server
 
@@ -275,10 +298,18 @@ class ManagedServer:
             httpx.HTTPError: the server did not answer or refused.
         """
         path, body = self.abort_route
-        response = httpx.post(self.base_url + path, json=body, timeout=timeout)
+        response = httpx.post(self.base_url + path, json=body, headers=self.auth_headers(), timeout=timeout)
         response.raise_for_status()
         answer = response.json() if response.content else {}
         return int(answer.get("aborted", 0)) if isinstance(answer, dict) else 0
+
+    def auth_headers(self) -> dict[str, str]:
+        """The `Authorization` header of its control routes (`token`, else AGENTRL_WEIGHTS_TOKEN), if any."""
+        return bearer_headers(self.token)
+
+    def http(self, timeout: float | None = 5.0) -> httpx.Client:
+        """A client on the server that sends `auth_headers` (per-call timeouts override `timeout`)."""
+        return httpx.Client(base_url=self.base_url, headers=self.auth_headers(), timeout=timeout)
 
     weights_via = "file"
     """New weights reach the server as a safetensors file (by path, or uploaded: see `update_weights`)."""

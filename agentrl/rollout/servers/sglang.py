@@ -24,6 +24,14 @@ Control routes, checked against SGLang 0.5.23 (the PyPI wheel, sha256 00b3cd5b..
   by `broadcast(src=0)` in the order of `names`, as `getattr(torch, dtype)`; the sender is
   `agentrl.rollout.servers.sglang_nccl.SGLangNcclSender`. A weight update waits for requests in flight to finish
   (they hold SGLang's model-update lock) unless `abort_all_requests` ends them first.
+
+Off loopback every one of those routes is open to anyone who reaches the port (`/update_weights_from_disk` loads
+any folder on the host), so a server on a host other machines reach starts only with a weights token
+(`agentrl.weights_token`), passed as SGLang's `--admin-api-key`: 0.5.23 then refuses its admin routes (all of the
+above: `@auth_level(AuthLevel.ADMIN_OPTIONAL)`) without `Authorization: Bearer <token>`, while `/generate`,
+`/model_info` and `/health` stay open (`sglang/srt/utils/auth.py`, `decide_request_auth`). The handle sends it.
+SGLang applies no key with `--tokenizer-worker-num` > 1 (its routes would stay open): `launch` refuses that with a
+token; with `--grpc-port` SGLang refuses a key itself.
 """
 
 from __future__ import annotations
@@ -38,11 +46,13 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import httpx
 
+from agentrl.errors import UserError
 from agentrl.rollout.completions import TokenOutput
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.rollout.servers.process import ManagedServer, apply_overrides, free_port
 from agentrl.rollout.servers.vllm_weights import as_weights_folder
 from agentrl.rollout.sglang_generate import GENERATE_PATH, generate_request, parse_generate_response
+from agentrl.weights_token import WEIGHTS_TOKEN_ENV, token_for_host
 
 if TYPE_CHECKING:
     import torch
@@ -147,8 +157,10 @@ class SGLangConfig:
     log_path: str | None = None
 
 
-def build_command(python: str, model: str, port: int, host: str, cfg: SGLangConfig) -> list[str]:
-    """The command line that starts SGLang's HTTP server."""
+def build_command(
+    python: str, model: str, port: int, host: str, cfg: SGLangConfig, token: str | None = None
+) -> list[str]:
+    """The command line that starts SGLang's HTTP server; with a weights `token`, its admin routes need it."""
     cmd = [python, "-m", "sglang.launch_server", "--model-path", model, "--host", host, "--port", str(port)]
     cmd += ["--dtype", cfg.dtype]
     backend = cfg.attention_backend or attention_backend_for(cfg.dtype)
@@ -156,6 +168,8 @@ def build_command(python: str, model: str, port: int, host: str, cfg: SGLangConf
         cmd += ["--attention-backend", backend]
     if cfg.context_length is not None:
         cmd += ["--context-length", str(cfg.context_length)]
+    if token is not None:
+        cmd += ["--admin-api-key", token]
     return cmd + list(cfg.extra_args)
 
 
@@ -189,17 +203,32 @@ class SGLangServer(ManagedServer):
         port: int | None = None,
         host: str = "127.0.0.1",
         config: SGLangConfig | None = None,
+        token: str | None = None,
         **overrides: Any,
     ) -> Self:
-        """Start SGLang on `model` and return once `/health` answers (`ServerStartError` with its log if not)."""
+        """Start SGLang on `model` and return once `/health` answers.
+
+        With a weights `token` (else AGENTRL_WEIGHTS_TOKEN, from `config.env` or this environment) its weight and
+        control routes need it; a `host` other machines reach needs one.
+
+        Raises:
+            MissingTokenError: `host` is not loopback and there is no token (nothing is started).
+            ServerStartError: the server died or did not start within `startup_timeout` (with its log tail).
+        """
         from agentrl.models import resolve_model
 
         cfg = config or SGLangConfig()
         apply_overrides(cfg, overrides)
+        token = token_for_host(host, token or cfg.env.get(WEIGHTS_TOKEN_ENV), "SGLang")
+        if token is not None and _several_tokenizers(cfg.extra_args):
+            raise UserError(
+                "SGLang guards its weight routes with a key only with one tokenizer worker: drop "
+                "--tokenizer-worker-num from extra_args, or serve on 127.0.0.1 without a weights token"
+            )
         model_path = resolve_model(model)
         port = port or free_port(host)
         python = cfg.python or os.environ.get("AGENTRL_SGLANG_PYTHON") or sys.executable
-        cmd = build_command(python, model_path, port, host, cfg)
+        cmd = build_command(python, model_path, port, host, cfg, token)
         return cls.start_process(
             cmd,
             host=host,
@@ -209,6 +238,7 @@ class SGLangServer(ManagedServer):
             log_path=cfg.log_path,
             name="sglang",
             startup_timeout=cfg.startup_timeout,
+            token=token,
         )
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams, timeout: float = 600.0) -> TokenOutput:
@@ -250,7 +280,7 @@ class SGLangServer(ManagedServer):
         Raises:
             httpx.HTTPError: the server did not answer.
         """
-        with self._client(10.0) as http:
+        with self.http(10.0) as http:
             answer = http.get("/model_info")
             if answer.status_code == 404:  # SGLang from before /model_info
                 answer = http.get("/get_model_info")
@@ -316,11 +346,8 @@ class SGLangServer(ManagedServer):
 
     def _post(self, path: str, body: dict[str, Any], timeout: float) -> None:
         """POST `body` to `path`; raise if SGLang answers an error or `"success": false`."""
-        with self._client(timeout) as http:
+        with self.http(timeout) as http:
             _raise_for_status(http.post(path, json=body), path.lstrip("/"))
-
-    def _client(self, timeout: float) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=timeout)
 
     def _add_model_files(self, folder: Path) -> None:
         """Link the served model's config files into `folder`, so that it is a complete model folder."""
@@ -338,6 +365,16 @@ class SGLangServer(ManagedServer):
         self.stop()
 
 
+def _several_tokenizers(args: Sequence[str]) -> bool:
+    """Whether SGLang flags `args` ask for more than one tokenizer worker."""
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name == "--tokenizer-worker-num":
+            value = value or (args[i + 1] if i + 1 < len(args) else "1")
+            return value.strip() != "1"
+    return False
+
+
 def _raise_for_status(response: httpx.Response, step: str) -> None:
     """Raise `httpx.HTTPStatusError` with SGLang's message when `step` failed (an error status or `success: false`)."""
     is_json = response.headers.get("content-type", "").startswith("application/json")
@@ -349,6 +386,8 @@ def _raise_for_status(response: httpx.Response, step: str) -> None:
     hint = ""
     if response.status_code == 404:
         hint = f" (no such route: upgrade SGLang; agentrl speaks to {CHECKED_VERSION})"
+    elif response.status_code in (401, 403):
+        hint = f" (the server takes control calls with its weights token: set {WEIGHTS_TOKEN_ENV} to it)"
     raise httpx.HTTPStatusError(
         f"SGLang {step} failed (HTTP {response.status_code}): {message}{hint}",
         request=response.request,

@@ -25,6 +25,9 @@ Weight updates, and why this way (checked against the installed vLLM 0.32.0):
   to its `agentrl_load_weights`, which keeps a copy as the next delta's base; a delta to its `agentrl_apply_delta`.
   Both reload through vLLM's own in-place reload, as `reload_weights` does. A vLLM started elsewhere without the
   extension gets full pushes (`weights_dtype` answers None).
+- Off loopback: `VLLM_SERVER_DEV_MODE` opens those routes to anyone who reaches the port, so a server on a host
+  other machines reach starts only with a weights token (`agentrl.weights_token`), and its routes other than
+  generation and health then need it (`agentrl.vllm_gate`, added as vLLM `--middleware`); the handle sends it.
 - Versions: `/update_weight_version` sets the engine's label while it is paused, and vLLM's own generate route
   (`--enable-scale-out`, `agentrl.rollout.vllm_generate`) reports the label of every output token, so token
   versions are vLLM's record; `policy_version` here is what the last update set.
@@ -66,11 +69,14 @@ from agentrl.rollout.servers.vllm_weights import (
     safetensors_file_metadata,
     without_tied_head,
 )
+from agentrl.weights_token import WEIGHTS_TOKEN_ENV, token_for_host
 
 if TYPE_CHECKING:
     import torch
 
 DEFAULT_VENV = "~/.cache/agentrl/venvs/vllm"
+GATE = "agentrl.vllm_gate.WeightsTokenGate"
+"""vLLM `--middleware` that refuses its control routes without the weights token (`agentrl.vllm_gate`)."""
 RESUME_GRACE_S = 10.0
 """Seconds a resume after a failed update step may take beyond the update's deadline."""
 
@@ -127,8 +133,8 @@ def weight_transfer_args(backend: str = "nccl") -> list[str]:
     return ["--weight-transfer-config", json.dumps({"backend": backend}, separators=(",", ":"))]
 
 
-def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig) -> list[str]:
-    """The command line that starts vLLM's OpenAI server."""
+def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig, gated: bool = False) -> list[str]:
+    """The command line that starts vLLM's OpenAI server; `gated`: its control routes need the weights token."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     cmd += ["--host", host, "--port", str(port), "--dtype", cfg.dtype]
     cmd += ["--max-model-len", str(cfg.max_model_len), "--seed", "0"]
@@ -142,11 +148,14 @@ def build_command(python: str, model: str, port: int, host: str, cfg: VLLMConfig
         cmd += ["--max-num-seqs", str(cfg.max_num_seqs)]
     if cfg.weight_transfer == "nccl":
         cmd += weight_transfer_args()
+    if gated:
+        cmd += ["--middleware", GATE]
     return cmd + list(cfg.extra_args)
 
 
-def build_env(cfg: VLLMConfig) -> dict[str, str]:
-    """Environment of the server: dev endpoints on, CPU KV cache size, no hub access.
+def build_env(cfg: VLLMConfig, token: str | None = None) -> dict[str, str]:
+    """Environment of the server: dev endpoints on, CPU KV cache size, no hub access; the weights `token` that
+    `agentrl.vllm_gate` checks, when given.
 
     CPU threads keep vLLM's `auto` binding (one core left to the frontend): binding every core measured no
     faster on 2 cores (12.5 vs 13.9 tok/s at concurrency 1, 120 vs 117 at 32, noisy).
@@ -160,7 +169,8 @@ def build_env(cfg: VLLMConfig) -> dict[str, str]:
     }
     kept = {k: os.environ[k] for k in env if k in os.environ}  # the caller's own settings win
     path = os.pathsep.join(p for p in (extension_path(), os.environ.get("PYTHONPATH", "")) if p)
-    return {**env, **kept, "PYTHONPATH": path, **cfg.env}
+    guard = {WEIGHTS_TOKEN_ENV: token} if token else {}
+    return {**env, **kept, "PYTHONPATH": path, **cfg.env, **guard}
 
 
 def extension_path() -> str:
@@ -189,8 +199,15 @@ class VLLMServer(ManagedServer):
 
     backend = "vllm"
 
-    def __init__(self, base_url: str, *, model_path: str | None = None, process: ServerProcess | None = None):
-        super().__init__(base_url, model_path=model_path, process=process)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model_path: str | None = None,
+        process: ServerProcess | None = None,
+        token: str | None = None,
+    ):
+        super().__init__(base_url, model_path=model_path, process=process, token=token)
         self._expected: dict[str, list[int]] | None = None
         self._dtype: str | None = None
         """`weights_dtype`'s answer once asked ("": the server takes no deltas)."""
@@ -206,29 +223,37 @@ class VLLMServer(ManagedServer):
         port: int | None = None,
         host: str = "127.0.0.1",
         config: VLLMConfig | None = None,
+        token: str | None = None,
         **overrides: Any,
     ) -> Self:
         """Start vLLM on `model` (a spec `resolve_model` understands) and return once `/health` answers.
 
-        `overrides` set `VLLMConfig` fields (e.g. `max_model_len=512`). Raises `ServerStartError` with the
-        server's log tail if it dies or does not start within `startup_timeout`.
+        `overrides` set `VLLMConfig` fields (e.g. `max_model_len=512`). With a weights `token` (else
+        AGENTRL_WEIGHTS_TOKEN, from `config.env` or this environment), every route but generation and health
+        needs it; a `host` other machines reach needs one.
+
+        Raises:
+            MissingTokenError: `host` is not loopback and there is no token (nothing is started).
+            ServerStartError: the server died or did not start within `startup_timeout` (with its log tail).
         """
         from agentrl.models import resolve_model
 
         cfg = config or VLLMConfig()
         apply_overrides(cfg, overrides)
+        token = token_for_host(host, token or cfg.env.get(WEIGHTS_TOKEN_ENV), "vLLM")
         model_path = resolve_model(model)
         port = port or free_port(host)
-        cmd = build_command(vllm_python(cfg.python), model_path, port, host, cfg)
+        cmd = build_command(vllm_python(cfg.python), model_path, port, host, cfg, gated=token is not None)
         server = cls.start_process(
             cmd,
             host=host,
             port=port,
             model_path=model_path,
-            env=build_env(cfg),
+            env=build_env(cfg, token),
             log_path=cfg.log_path,
             name="vllm",
             startup_timeout=cfg.startup_timeout,
+            token=token,
         )
         try:
             server.label_version(0)  # the folder's weights: version 0, on every token (not vLLM's label "default")
@@ -242,7 +267,7 @@ class VLLMServer(ManagedServer):
 
     def label_version(self, version: int, timeout: float = 30.0) -> None:
         """Set the weight version vLLM labels its tokens with (`/update_weight_version`), without new weights."""
-        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+        with self.http(timeout) as http:
             answer = http.post("/update_weight_version", json={"new_version": str(version)})
         _raise_for_status(answer, "update_weight_version")
         self.policy_version = version
@@ -275,7 +300,7 @@ class VLLMServer(ManagedServer):
         countdown = Countdown(timeout, f"the weight update of vLLM at {self.base_url}")
         with tempfile.TemporaryDirectory(prefix="agentrl-vllm-weights-", dir=shm_dir()) as tmp:
             load = self._load_step(weights, Path(tmp))
-            with httpx.Client(base_url=self.base_url) as http:
+            with self.http() as http:
                 mode = "wait" if in_flight == "finish" else "abort"
                 pause = http.post("/pause", params={"mode": mode}, timeout=countdown.left("pause"))
                 _raise_for_status(pause, "pause")
@@ -326,7 +351,7 @@ class VLLMServer(ManagedServer):
         module docstring), else None (asked once)."""
         if self._dtype is None:
             try:
-                with httpx.Client(base_url=self.base_url, timeout=30.0) as http:
+                with self.http(30.0) as http:
                     answer = http.post("/collective_rpc", json={"method": "agentrl_weights_dtype"})
                 answers = answer.json().get("results") if answer.status_code == 200 else None
                 ok = bool(answers) and all(isinstance(a, dict) and a.get("ok") for a in answers)
@@ -338,7 +363,7 @@ class VLLMServer(ManagedServer):
     def weights_digest(self) -> str:
         """`agentrl.weight_delta.weights_digest` of the weights vLLM loaded last through agentrl's extension
         (every worker's must agree), to compare with the trainer's."""
-        with httpx.Client(base_url=self.base_url, timeout=120.0) as http:
+        with self.http(120.0) as http:
             answer = http.post("/collective_rpc", json={"method": "agentrl_weights_digest"})
         _raise_for_status(answer, "agentrl_weights_digest")
         results = check_extension_answer(answer, "agentrl_weights_digest", self.base_url)
@@ -351,7 +376,7 @@ class VLLMServer(ManagedServer):
 
     def served_version(self, timeout: float = 10.0) -> int | None:
         """The weight version vLLM reports (`GET /weight_info`), as set by `update_weights` (0 at start)."""
-        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+        with self.http(timeout) as http:
             answer = http.get("/weight_info")
         _raise_for_status(answer, "weight_info")
         raw = answer.json().get("weight_version")
@@ -362,17 +387,17 @@ class VLLMServer(ManagedServer):
 
     def pause(self, mode: Literal["wait", "abort", "keep"] = "wait", timeout: float = 600.0) -> None:
         """Stop scheduling: `wait` lets running requests finish, `abort` ends them, `keep` freezes them."""
-        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+        with self.http(timeout) as http:
             _raise_for_status(http.post("/pause", params={"mode": mode}), "pause")
 
     def resume(self, timeout: float = 60.0) -> None:
         """Schedule again after `pause`."""
-        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+        with self.http(timeout) as http:
             _raise_for_status(http.post("/resume"), "resume")
 
     def reset_prefix_cache(self, timeout: float = 60.0) -> None:
         """Drop the cached prefixes (their KV came from the weights before an update)."""
-        with httpx.Client(base_url=self.base_url, timeout=timeout) as http:
+        with self.http(timeout) as http:
             _raise_for_status(http.post("/reset_prefix_cache"), "reset_prefix_cache")
 
     def _expected_tensors(self) -> dict[str, list[int]] | None:
@@ -389,5 +414,7 @@ def _raise_for_status(response: httpx.Response, step: str) -> None:
     hint = ""
     if response.status_code == 404:
         hint = " (no such endpoint: start vLLM with VLLM_SERVER_DEV_MODE=1, as VLLMServer.launch does)"
+    elif response.status_code == 401:
+        hint = f" (the server takes control calls with its weights token: set {WEIGHTS_TOKEN_ENV} to it)"
     message = f"vLLM {step} failed (HTTP {response.status_code}): {response.text[:500]}{hint}"
     raise httpx.HTTPStatusError(message, request=response.request, response=response)

@@ -13,6 +13,8 @@ Checked against vLLM 0.32.0 (`vllm/distributed/weight_transfer/`):
   `send_weights()` runs start, update (its broadcast alongside) and finish. It reads the weights from a
   `WeightSource` (`base.py`: `metadata()` then iteration in the same order), here over a state dict
   (`StateDictSource`), and calls `finish_weight_update()` without a version, so `FanOutClient` adds it.
+- a server with a weights token (`agentrl.vllm_gate`) refuses those routes without it, and vLLM's client sends no
+  header: `sync_client` gives it one, through the client's one HTTP call, `_post(path, json)`.
 """
 
 from __future__ import annotations
@@ -139,6 +141,22 @@ class FanOutClient:
             future.result()
 
 
+def sync_client(server: VLLMServer, timeout: float) -> Any:
+    """vLLM's `HTTPVLLMWeightSyncClient` on `server`, sending the server's weights token when it has one."""
+    from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
+
+    headers = server.auth_headers()
+    if not headers:
+        return HTTPVLLMWeightSyncClient(server.base_url, timeout=timeout)
+
+    class WithToken(HTTPVLLMWeightSyncClient):  # type: ignore[misc, valid-type]
+        def _post(self, path: str, json: dict[str, Any] | None = None) -> None:
+            url = f"{self.base_url}/{path.lstrip('/')}"
+            httpx.post(url, json=json, headers=headers, timeout=self.timeout).raise_for_status()
+
+    return WithToken(server.base_url, timeout=timeout)
+
+
 class VLLMNcclSender:
     """Pushes state dicts from this (trainer) process to vLLM servers over one NCCL group (vLLM's own engine).
 
@@ -166,11 +184,9 @@ class VLLMNcclSender:
     ) -> None:
         require_package("vllm", "VLLMNcclSender", "pip install 'agentrl[vllm]' on the GPU machine; " + _ON_CPU)
         require_cuda("VLLMNcclSender", _ON_CPU)
-        from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
-
         self.servers = list(servers)
         self.world_size, offsets = rank_layout(workers_per_server, len(self.servers))
-        clients = [HTTPVLLMWeightSyncClient(server.base_url, timeout=timeout) for server in self.servers]
+        clients = [sync_client(server, timeout) for server in self.servers]
         self.client = FanOutClient(clients, offsets)
         self.dtype = dtype
         self.packed = packed

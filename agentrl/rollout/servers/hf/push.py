@@ -7,7 +7,6 @@ on every partial send, which turns one 500 MB body into minutes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
@@ -15,28 +14,16 @@ import httpx
 import torch
 
 from agentrl.weights_io import state_dict_bytes
+from agentrl.weights_token import WEIGHTS_TOKEN_ENV, bearer_headers, is_loopback
+
+__all__ = ["WEIGHTS_TOKEN_ENV", "is_loopback", "push_weights", "weights_headers"]
 
 CHUNK = 1 << 20
-WEIGHTS_TOKEN_ENV = "AGENTRL_WEIGHTS_TOKEN"
-"""The secret an `hf` server reachable from other hosts takes weights with; the trainer sends its own."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a server bound to `host` is reachable from this machine only."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def weights_headers(token: str | None) -> dict[str, str]:
     """The `Authorization` header for a server's weight routes (`token`, else AGENTRL_WEIGHTS_TOKEN), if any."""
-    token = token or os.environ.get(WEIGHTS_TOKEN_ENV)
-    return {"authorization": f"Bearer {token}"} if token else {}
+    return bearer_headers(token)
 
 
 def _chunks(data: bytes, size: int = CHUNK) -> Iterator[bytes]:
