@@ -2,10 +2,10 @@
 smoke: what it measures is never asserted, these machines are too noisy for that). A script is any file there
 with a `__main__` block; one without `--quick` fails here.
 
-The longest smokes (`BACKGROUND`) start with the session, one after another at the lowest CPU priority, beside
-the other tests: those wait on containers, servers and sleeps for about a third of the suite, and the smokes take
-that idle CPU instead of minutes of their own; their tests run last and collect them. The others run in their
-test: the short ones, and those with containers or Ray (which other tests count machine-wide)."""
+The smokes with neither Docker nor Ray in them (`BACKGROUND`) start with the session, one after another at the
+lowest CPU priority, beside the other tests: those wait on containers, servers and sleeps for about a third of the
+suite, and the smokes take that idle CPU instead of minutes of their own; their tests run last and collect them.
+The others run in their test: those with containers or Ray (which other tests count machine-wide)."""
 
 from __future__ import annotations
 

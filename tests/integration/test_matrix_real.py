@@ -207,10 +207,13 @@ def test_one_optimizer_step_per_backend_and_mode_trains_exactly(
     for m in step_metrics(tmp_path):
         assert m["rollout/version_known"] == 1.0 and m.get("train/mismatch_lag/0", 0.0) < 1e-3
         assert m["rollout/staleness_max"] <= (0 if mode == "sync" else 1)
+        if mode == "sync":  # every row trained, also in a step whose groups all have equal rewards
+            assert m["train/rows_trained"] == 4.0 and m["train/tokens"] > 0
         if digests is not None:  # the first push (version 0) was full, every later one a delta
             assert m["perf/weight_sync_delta_servers"] == 1.0
     if digests is not None:
         assert len(digests) == 3 and all(served == trainer for served, trainer in digests), digests
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "tensorboard").is_dir()
     TRAINED[(backend, mode)] = assert_tokens_are_their_versions(tmp_path, default_model_path)
 
 
