@@ -101,7 +101,9 @@ def compute_like(data_source, solution_str, ground_truth, extra_info):
 )
 @pytest.mark.parametrize("bad", ["boom", "nan", "slow"])
 def test_failure_policies(policy, reward, components, bad):
-    bad_spec = {"name": "bad", "type": V, "weight": 0.5, "timeout_s": 0.1, "thread": True}  # a thread can time out
+    # a thread can time out; only the slow one should (a loaded machine once took 0.1 s to raise the exception)
+    timeout_s = 0.1 if bad == "slow" else 30.0
+    bad_spec = {"name": "bad", "type": V, "weight": 0.5, "timeout_s": timeout_s, "thread": True}
     p = pipe({"name": "x", "type": "exact_match", "weight": 0.5}, bad_spec, on_failure=policy)
     t = traj(bad)
     assert p.score(t, sample(bad)) == pytest.approx(reward)
