@@ -108,21 +108,6 @@ def test_summarize_trains_the_summary_and_continues_from_it(tokenizer) -> None:
     assert second.messages[2] == Message(role="user", content="Summary of your work so far:\nSUMMARY: read twice.")
 
 
-def test_summarize_goes_on_with_a_waiting_tool_result_and_the_call_that_asked_for_it(tokenizer) -> None:
-    traj = play(tokenizer, [], agent("summarize"), policy=five_reads_then_answer(tokenizer, "SUMMARY: read twice."))
-    steps = [*traj.earlier_steps, traj]
-    assert len(steps) >= 2 and traj.stop_reason is StopReason.DONE
-    for step in steps:
-        roles = [m.role for m in step.messages]
-        for i in (i for i, role in enumerate(roles) if role == "tool"):
-            asked = max(j for j in range(i) if roles[j] != "tool")
-            assert (roles[asked], step.messages[asked].content) == ("assistant", CALL), (step.id, roles)
-        assert check_drift(tokenizer, step).ok
-    after = steps[1]
-    assert [m.role for m in after.messages[2:5]] == ["user", "assistant", "tool"]
-    assert after.messages[2].content.startswith("Summary of your work so far:") and after.messages[4].content == LOG
-
-
 def test_what_compaction_cannot_shorten_ends_the_episode_as_context_exhausted(tokenizer) -> None:
     config = agent("window", keep_turns=3, max_tokens=700)
     traj = play(tokenizer, [CALL], config)

@@ -101,24 +101,12 @@ def window(request: CompactionRequest) -> list[Message]:
 @register_context_strategy("summarize")
 async def summarize(request: CompactionRequest) -> list[Message]:
     """The policy writes a summary of the episode so far (its tokens are generated in the step sample that ends
-    here, so they are trained); the episode goes on from the first prompt, the summary and the messages waiting,
-    tool results with the reply whose calls they answer (and that reply's results already in the tokens)."""
+    here, so they are trained); the episode goes on from the first prompt and the summary."""
     config, ctx = request.config, request.ctx
     ctx.add_messages([Message(role="user", content=config.summary_prompt)])
     turn = await ctx.generate(
         continue_if_cut=True, policy=request.policy, player=request.player, max_tokens=config.summary_max_tokens
     )
+    pending = request.conversation[len(request.conversation) - request.pending :] if request.pending else []
     summary = Message(role="user", content=f"{config.summary_prefix}\n{turn.text.strip()}")
-    return [*request.conversation[: request.head], summary, *_waiting(request)]
-
-
-def _waiting(request: CompactionRequest) -> list[Message]:
-    """The messages waiting to join (`pending`); when they begin with tool results, from the reply that made the
-    calls on: a tool result never goes on without its call (without one, it is dropped)."""
-    conversation, start = request.conversation, len(request.conversation) - request.pending
-    if not request.pending or conversation[start].role != "tool":
-        return conversation[start:]
-    replies = [i for i in range(request.head, start) if conversation[i].role == "assistant"]
-    if not replies:
-        return [m for m in conversation[start:] if m.role != "tool"]
-    return conversation[replies[-1] :]
+    return [*request.conversation[: request.head], summary, *pending]
