@@ -30,6 +30,7 @@ from agentrl.cli import main
 from agentrl.config import AgentRLConfig, load_config
 from agentrl.loops.base import LOOPS, get_loop_class
 from agentrl.loops.conformance.play import merged
+from agentrl.loops.conformance.recipe import CHECK_RECIPES
 from agentrl.loops.hooks import run_samples
 from agentrl.loops.policy_clients import PolicyClients
 from agentrl.loops.session import rollout_session
@@ -50,9 +51,9 @@ pytestmark = pytest.mark.integration
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "what-runs-where.md"
 MODES = ("sync", "async", "fully_async")
 BACKENDS = ("hf", "vllm")
-RECIPES = {"swe_agent": "swe_easy", "harbor_agent": "harbor", "harbor_oracle": "harbor", "gui_agent": "gui_agent",
-           "openenv": "openenv"}  # fmt: skip
-"""The loops that need Docker, a browser or a server of their own play their recipe's setup."""
+RECIPES = {loop: CHECK_RECIPES[loop] for loop in LOOPS.builtin_names() if get_loop_class(loop).check_case().lacks}
+"""The loops that need Docker, a browser or a server of their own play their recipe's setup (`CHECK_RECIPES`,
+as `agentrl check` plays them)."""
 REFUSED: dict[tuple[str, str], str] = {}
 """(loop, policies) -> what the start-up check says, for the cells it refuses (in every mode and backend)."""
 CELLS: dict[tuple[str, str, str, str], str] = {}
