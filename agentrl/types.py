@@ -225,7 +225,8 @@ class Trajectory(BaseModel):
         return sum(s.num_generated_tokens for s in self.step_samples())
 
     def append(self, segment: Segment) -> None:
-        """Append a segment; segments are never edited once appended."""
+        """Append a segment; segments are never edited once appended (but for a generation prompt nothing was
+        generated from, `TrajectoryBuilder` takes off the end before more messages follow)."""
         self.segments.append(segment)
 
     def to_json(self) -> str:

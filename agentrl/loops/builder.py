@@ -122,11 +122,33 @@ class TrajectoryBuilder:
         return ids
 
     def append_messages(self, new: list[Message], ids: list[int]) -> None:
-        """Append messages whose suffix tokens were computed by `suffix_ids`."""
+        """Append messages whose suffix tokens were computed by `suffix_ids` (which renders the conversation so
+        far without a generation prompt: one the tokens end with, that nothing was generated from, is taken off
+        first, see `_retract_generation_prompt`)."""
+        self._retract_generation_prompt()
         role: Role = new[-1].role if new else "user"
         self.trajectory.append(Segment(token_ids=ids, trainable=False, role=role))
         self.trajectory.messages.extend(new)
         self._last_generated_text = None
+
+    def _retract_generation_prompt(self) -> None:
+        """Take a generation prompt nothing was generated from off the end of the tokens (messages added twice in
+        a row, the first time ready for a reply: a summary asked for after tool results), so that the next
+        messages follow the conversation as the template renders it, not an empty assistant turn. The last
+        segment is then replaced by its own first tokens (never re-tokenized), the only case where an appended
+        segment changes; left as it is when its tokens do not end with exactly the template's generation prompt."""
+        segments, messages = self.trajectory.segments, self.trajectory.messages
+        if not segments or segments[-1].trainable or not messages or messages[-1].role == "assistant":
+            return
+        without = self._render(messages, add_generation_prompt=False)
+        prompt = self._render(messages, add_generation_prompt=True)[len(without) :]
+        last = segments[-1]
+        text = self.tokenizer.decode(last.token_ids, skip_special_tokens=False)
+        if not prompt or not without.endswith(text[: -len(prompt)]) or not text.endswith(prompt):
+            return
+        kept = encode(self.tokenizer, text[: -len(prompt)])
+        if kept and last.token_ids[: len(kept)] == kept:
+            segments[-1] = last.model_copy(update={"token_ids": kept})
 
     def _render(self, messages: list[Message], add_generation_prompt: bool) -> str:
         return render(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tools=self.tools)

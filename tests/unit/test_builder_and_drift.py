@@ -36,6 +36,23 @@ def test_turn_cut_without_end_token_gets_template_end_in_suffix(tokenizer):
     assert check_drift(tokenizer, traj).ok
 
 
+def test_messages_added_twice_in_a_row_follow_the_rendering_not_an_empty_assistant_turn(tokenizer):
+    traj = Trajectory()
+    b = TrajectoryBuilder(tokenizer, traj)
+    b.start([user("hi")])
+    b.add_generation([*tokenizer.encode("call it", add_special_tokens=False), eos(tokenizer)], None, None)
+    b.add_messages([Message(role="tool", content="42")])  # ready for a reply that never comes
+    b.add_messages([user("Summarize.")])
+    text = tokenizer.decode(traj.token_ids)
+    assert text.endswith("<|im_start|>tool\n42<|im_end|>\n<|im_start|>user\nSummarize.<|im_end|>\n<|im_start|>assistant\n")
+    assert "<|im_start|>assistant\n<|im_start|>" not in text and check_drift(tokenizer, traj).ok
+    prompt = traj.segments[0].token_ids
+    b2 = TrajectoryBuilder(tokenizer, later := Trajectory())
+    b2.start([user("hi")])
+    b2.add_messages([user("more")])  # the first prompt's own generation prompt is taken off too
+    assert later.segments[0].token_ids == prompt[: len(later.segments[0].token_ids)] and check_drift(tokenizer, later).ok
+
+
 def test_generated_tokens_never_retokenized(tokenizer):
     traj = Trajectory()
     b = TrajectoryBuilder(tokenizer, traj)

@@ -101,7 +101,9 @@ def window(request: CompactionRequest) -> list[Message]:
 @register_context_strategy("summarize")
 async def summarize(request: CompactionRequest) -> list[Message]:
     """The policy writes a summary of the episode so far (its tokens are generated in the step sample that ends
-    here, so they are trained); the episode goes on from the first prompt and the summary."""
+    here, so they are trained); the episode goes on from the first prompt, the summary and the messages that were
+    waiting, less the tool results among them: the call that asked for them is summarised away, and a result
+    without its call answers nothing (the policy calls again if it still needs it)."""
     config, ctx = request.config, request.ctx
     ctx.add_messages([Message(role="user", content=config.summary_prompt)])
     turn = await ctx.generate(
@@ -109,4 +111,4 @@ async def summarize(request: CompactionRequest) -> list[Message]:
     )
     pending = request.conversation[len(request.conversation) - request.pending :] if request.pending else []
     summary = Message(role="user", content=f"{config.summary_prefix}\n{turn.text.strip()}")
-    return [*request.conversation[: request.head], summary, *pending]
+    return [*request.conversation[: request.head], summary, *[m for m in pending if m.role != "tool"]]
