@@ -44,13 +44,15 @@ def test_messages_added_twice_in_a_row_follow_the_rendering_not_an_empty_assista
     b.add_messages([Message(role="tool", content="42")])  # ready for a reply that never comes
     b.add_messages([user("Summarize.")])
     text = tokenizer.decode(traj.token_ids)
-    assert text.endswith("<|im_start|>tool\n42<|im_end|>\n<|im_start|>user\nSummarize.<|im_end|>\n<|im_start|>assistant\n")
+    summary_asked = "<|im_start|>user\nSummarize.<|im_end|>\n<|im_start|>assistant\n"
+    assert text.endswith("<|im_start|>tool\n42<|im_end|>\n" + summary_asked)
     assert "<|im_start|>assistant\n<|im_start|>" not in text and check_drift(tokenizer, traj).ok
     prompt = traj.segments[0].token_ids
     b2 = TrajectoryBuilder(tokenizer, later := Trajectory())
     b2.start([user("hi")])
     b2.add_messages([user("more")])  # the first prompt's own generation prompt is taken off too
-    assert later.segments[0].token_ids == prompt[: len(later.segments[0].token_ids)] and check_drift(tokenizer, later).ok
+    kept = later.segments[0].token_ids
+    assert kept == prompt[: len(kept)] and len(kept) < len(prompt) and check_drift(tokenizer, later).ok
 
 
 def test_generated_tokens_never_retokenized(tokenizer):
