@@ -194,7 +194,7 @@ def test_one_optimizer_step_per_backend_and_mode_trains_exactly(
 ):
     keep_every_version(monkeypatch)  # each version's weights, for the token-by-token check
     args = ["train", "recipe=quickstart", f"rollout.backend={backend}", f"rollout.urls=[{servers(backend)}]"]
-    args += [f"trainer.mode={mode}", "trainer.steps=2", "trainer.save_every=2", "trainer.lr=1e-4"]
+    args += [f"trainer.mode={mode}", "trainer.steps=2", "trainer.save_every=1", "trainer.lr=1e-4"]
     args += ["data.batch_size=2", "rollout.n=2", "rollout.max_tokens=16", "rollout.temperature=0.7"]
     args += ["data.eval_files=[]", "trainer.skip_zero_advantage=false", f"output_dir={tmp_path}"]
     if mode == "fully_async":
