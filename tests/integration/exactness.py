@@ -80,7 +80,6 @@ def assert_tokens_are_their_versions(
 def _check_versions(run_dir: Path, model_path: str, dtype: torch.dtype) -> dict[int, int]:
     from transformers import AutoModelForCausalLM
 
-    _forget_logits()
     base = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
     rows = list(_generated_segments(trained_trajectories(run_dir)))
     assert rows, "the run generated nothing"
@@ -92,8 +91,9 @@ def _check_versions(run_dir: Path, model_path: str, dtype: torch.dtype) -> dict[
     counts: dict[int, int] = {}
     separable = False
     owns = []
-    for prefix, seg, sample in rows:
-        own = _mean_gap(models[seg.policy_version], prefix, seg, sample)
+    gap_of = _Gaps()
+    for start, seg, sample in rows:
+        own = gap_of(models[seg.policy_version], start, seg, sample)
         owns.append(own)
         what = f"a segment of version {seg.policy_version} at temperature {seg.temperature}"
         if dtype == torch.float32:
@@ -101,18 +101,17 @@ def _check_versions(run_dir: Path, model_path: str, dtype: torch.dtype) -> dict[
         counts[seg.policy_version] = counts.get(seg.policy_version, 0) + len(seg.token_ids)
         others = [v for v in models if v != seg.policy_version]
         if dtype != torch.float32:  # bf16 noise is per segment: the versions are told apart by which is nearest
-            gaps = {v: _mean_gap(models[v], prefix, seg, sample) for v in others}
+            gaps = {v: gap_of(models[v], start, seg, sample) for v in others}
             nearer = {v: round(gap, 3) for v, gap in gaps.items() if gap < own}
             assert not nearer, f"{what}: its server logprobs are {own:.3f} from its version, nearer to {nearer}"
             separable = separable or any(gap > 10 * max(own, 1e-5) for gap in gaps.values())
         else:  # one other version is enough to show the check tells them apart, once
             separable = separable or any(
-                _mean_gap(models[v], prefix, seg, sample) > 10 * max(own, 1e-5) for v in others[:1]
+                gap_of(models[v], start, seg, sample) > 10 * max(own, 1e-5) for v in others[:1]
             )
     if dtype != torch.float32:
         mean = sum(owns) / len(owns)
         assert mean < BF16_TOLERANCE, f"the server logprobs are {mean:.3f} on average from their versions' weights"
-    _forget_logits()
     if len(models) > 1 and _weights_differ(list(models.values())):
         assert separable, "the versions' weights give the same logprobs: the check could not tell them apart"
     return counts
@@ -123,39 +122,15 @@ def assert_tokens_are_the_base_model_s(trajectories: list[Trajectory], model_pat
     (version 0), against those weights; returns the generated tokens checked."""
     from transformers import AutoModelForCausalLM
 
-    _forget_logits()
     base = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
     rows = list(_generated_segments(trajectories))
     assert rows, "the rollout generated nothing"
     assert {seg.policy_version for _, seg, _ in rows} == {0}, "a generated segment has no version, or another one"
-    for prefix, seg, sample in rows:
-        gap = _mean_gap(base, prefix, seg, sample)
+    gap_of = _Gaps()
+    for start, seg, sample in rows:
+        gap = gap_of(base, start, seg, sample)
         assert gap < TOLERANCE, f"a segment at temperature {seg.temperature}: its logprobs are {gap:.2e} off"
-    _forget_logits()
     return sum(len(seg.token_ids) for _, seg, _ in rows)
-
-
-_LOGITS: dict[int, torch.Tensor] = {}
-"""The logits of the step sample `_LOGITS_OF` under each model (by id) that scored it: the latest sample only."""
-_LOGITS_OF: list[tuple[int, ...]] = []
-
-
-def _sample_logits(model: torch.nn.Module, sample: tuple[int, ...]) -> torch.Tensor:
-    """The model's logits at every position of a step sample: one forward per step sample and model, not one per
-    segment over its prefix (a causal model's logits at a position depend only on the tokens up to it; segments
-    come in step-sample order, so only the latest sample's are kept)."""
-    if not _LOGITS_OF or _LOGITS_OF[0] != sample:
-        _forget_logits()
-        _LOGITS_OF.append(sample)
-    if id(model) not in _LOGITS:
-        _LOGITS[id(model)] = model(input_ids=torch.tensor([list(sample)])).logits[0]
-    return _LOGITS[id(model)]
-
-
-def _forget_logits() -> None:
-    """Drop the kept logits (a model's id may be another model's once it is freed)."""
-    _LOGITS.clear()
-    _LOGITS_OF.clear()
 
 
 def _weights_differ(models: list[torch.nn.Module]) -> bool:
@@ -165,27 +140,37 @@ def _weights_differ(models: list[torch.nn.Module]) -> bool:
     return any(not torch.equal(first[name], param) for model in models[1:] for name, param in model.named_parameters())
 
 
-def _generated_segments(trajectories: list[Trajectory]) -> Iterator[tuple[list[int], Segment, tuple[int, ...]]]:
-    """(the tokens before it, the segment, its step sample's tokens) of each non-empty generated segment of every
-    step sample."""
+def _generated_segments(trajectories: list[Trajectory]) -> Iterator[tuple[int, Segment, tuple[int, ...]]]:
+    """(where it starts, the segment, its step sample's tokens) of each non-empty generated segment of every step
+    sample, in step-sample order."""
     for traj in trajectories:
         for sample in traj.step_samples():
-            tokens = tuple(sample.token_ids)
-            prefix: list[int] = []
+            tokens, start = tuple(sample.token_ids), 0
             for seg in sample.segments:
                 if seg.trainable and seg.token_ids:
-                    yield list(prefix), seg, tokens
-                prefix += seg.token_ids
+                    yield start, seg, tokens
+                start += len(seg.token_ids)
 
 
-@torch.no_grad()
-def _mean_gap(model: torch.nn.Module, prefix: list[int], seg: Segment, sample: tuple[int, ...]) -> float:
-    """The mean absolute difference between the segment's recorded logprobs and the model's."""
-    end = len(prefix) + len(seg.token_ids)
-    logits = _sample_logits(model, sample)[len(prefix) - 1 : end - 1].float()
-    logp = torch.log_softmax(logits / (seg.temperature or 1.0), dim=-1)
-    chosen = logp.gather(-1, torch.tensor(seg.token_ids)[:, None]).squeeze(-1)
-    return float((chosen - torch.tensor(seg.logprobs)).abs().mean())
+class _Gaps:
+    """The mean absolute difference between a segment's recorded logprobs and a model's, from one forward per step
+    sample and model, not one per segment over its prefix (a causal model's logits at a position depend only on
+    the tokens up to it). Segments come in step-sample order: only the current sample's logits are kept."""
+
+    def __init__(self) -> None:
+        self.sample: tuple[int, ...] | None = None
+        self.logits: dict[int, torch.Tensor] = {}  # by model id: the models outlive this object
+
+    @torch.no_grad()
+    def __call__(self, model: torch.nn.Module, start: int, seg: Segment, sample: tuple[int, ...]) -> float:
+        if sample != self.sample:
+            self.sample, self.logits = sample, {}
+        if id(model) not in self.logits:
+            self.logits[id(model)] = model(input_ids=torch.tensor([list(sample)])).logits[0]
+        logits = self.logits[id(model)][start - 1 : start + len(seg.token_ids) - 1].float()
+        logp = torch.log_softmax(logits / (seg.temperature or 1.0), dim=-1)
+        chosen = logp.gather(-1, torch.tensor(seg.token_ids)[:, None]).squeeze(-1)
+        return float((chosen - torch.tensor(seg.logprobs)).abs().mean())
 
 
 def checkpoint_model(base: torch.nn.Module, run_dir: Path, version: int) -> torch.nn.Module:

@@ -7,15 +7,12 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import httpx
-
 from agentrl.rollout.servers.hf.push import WEIGHTS_TOKEN_ENV, is_loopback
-from agentrl.rollout.servers.process import free_port
+from agentrl.rollout.servers.process import ServerStartError, free_port, wait_for_health
 
 
 @dataclass
@@ -106,15 +103,11 @@ def launch_hf_server(
 
 
 def _wait_healthy(handle: HFServerHandle, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2.0) as client:  # one client: each new one loads the CA bundle (~40 ms of CPU)
-        while time.monotonic() < deadline:
-            if not handle.alive():
-                raise RuntimeError(f"hf server exited with code {handle.process.returncode}:\n{handle.log_tail()}")
-            try:
-                if client.get(f"{handle.url}/health").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-    raise RuntimeError(f"hf server not healthy after {timeout:.0f}s:\n{handle.log_tail()}")
+    def alive() -> None:
+        if not handle.alive():
+            raise RuntimeError(f"hf server exited with code {handle.process.returncode}:\n{handle.log_tail()}")
+
+    try:
+        wait_for_health(handle.url, timeout, alive=alive, interval=0.25)
+    except ServerStartError:
+        raise RuntimeError(f"hf server not healthy after {timeout:.0f}s:\n{handle.log_tail()}") from None
