@@ -5,7 +5,7 @@
 # model, browser, docs): on a fresh machine, as in CI, that overlap saves the unit suite's minutes. What the
 # preparation printed is shown when it ends; the integration tests start then. Both suites run whatever the other's
 # result (but Ctrl-C stops everything); the exit status is the unit suite's if it failed, else the preparation's or
-# the integration suite's.
+# the integration suite's (its first lane's, else its second's).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=.venv/bin/python
@@ -49,8 +49,21 @@ if [ "$prepared" -ne 0 ]; then
   exit "$prepared"
 fi
 
-printf '\033[1m==> integration tests (real model, servers, Docker, Ray)\033[0m\n'
+# Two lanes (tests/integration/lanes.py): the second, training runs that need no Docker, Ray, vLLM or timing, runs
+# beside the first at the lowest priority, on the CPU the first leaves idle; what it printed follows the first's.
+second_log="$(mktemp -t agentrl-second-lane.XXXXXX)"
+AGENTRL_TEST_LANE=second setsid nice -n 19 "$PY" -m pytest tests/integration -q --durations=20 >"$second_log" 2>&1 &
+second=$!
+trap 'kill -INT -- -"$second" 2>/dev/null; echo "stopped; what the second lane printed: $second_log" >&2; exit 130' INT TERM
+printf '\033[1m==> integration tests (real model, servers, Docker, Ray; a second lane beside them: %s)\033[0m\n' \
+  "$second_log"
 integration=0
-"$PY" -m pytest tests/integration -q --durations=45 || integration=$?
+AGENTRL_TEST_LANE=first "$PY" -m pytest tests/integration -q --durations=45 || integration=$?
+lane=0
+wait "$second" || lane=$?
+trap - INT TERM
+printf '\033[1m==> integration tests, second lane\033[0m\n'
+cat "$second_log" && rm -f "$second_log"
 [ "$unit" -ne 0 ] && exit "$unit"
-exit "$integration"
+[ "$integration" -ne 0 ] && exit "$integration"
+exit "$lane"

@@ -50,9 +50,29 @@ BACKGROUND_SMOKE_TEST = "test_a_long_benchmark_ran_in_its_quick_mode_beside_the_
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The tests that collect the background benchmark smokes go last (`test_benchmarks_smoke.py`): the smokes run
-    beside everything before them."""
+    """Only the tests of the lane `AGENTRL_TEST_LANE` names (`lanes.py`), when it names one; the tests that collect
+    the background benchmark smokes go last (`test_benchmarks_smoke.py`): the smokes run beside everything before
+    them."""
+    from tests.integration.lanes import in_second_lane, selected_lane
+
+    lane = selected_lane()
+    if lane is not None:
+        keep = [item for item in items if in_second_lane(item.nodeid) == (lane == "second")]
+        if len(keep) < len(items):
+            kept = set(map(id, keep))
+            config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+            items[:] = keep
     items.sort(key=lambda item: BACKGROUND_SMOKE_TEST in item.name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    """The second lane writes its JUnit report beside the first's (`--junitxml=X` for both: X.second-lane.xml)."""
+    from tests.integration.lanes import selected_lane
+
+    path = getattr(config.option, "xmlpath", None)
+    if path and selected_lane() == "second":
+        config.option.xmlpath = f"{Path(path).with_suffix('')}.second-lane.xml"
 
 
 @pytest.fixture(scope="session")
