@@ -71,6 +71,20 @@ class DataConfig(_Section):
         '"{metadata[expression]} = {answer}\\n<answer>{answer}</answer>"}; a dataset not named here: '
         "<answer>{answer}</answer>",
     )
+    demonstrations: list[str] = Field(
+        default_factory=list,
+        description="trainer.objective=sft: JSONL (or .jsonl.gz) files of demonstrations, agentrl trajectory files (a "
+        "rollout's, an eval's or the gateway's; every step sample a row) or chat rows ({messages, tools}: rendered "
+        "with the model's chat template as the loops render them); each step trains on the next data.batch_size",
+    )
+    min_reward: float | None = Field(
+        None, description="sft: leave out demonstrations whose reward is below this (chat rows without one are kept)"
+    )
+    stop_reasons: list[str] = Field(
+        default_factory=list,
+        description="sft: keep only demonstrations that ended with one of these stop reasons (e.g. [done]); empty: "
+        "any that did not fail",
+    )
     num_train_samples: int = Field(1000, ge=1, description="data.reasoning_gym: training questions generated")
     num_eval_samples: int = Field(32, ge=0, description="data.reasoning_gym: held-out questions (other seeds)")
 

@@ -108,6 +108,12 @@ class TrainerConfig(_Section):
         description="tree_grpo: a turn shared by several leaves is trained once, at weight one (once), or at the "
         "number of leaves below it (leaves: the paper's weight, as if each leaf trained it)",
     )
+    objective: Literal["rl", "sft"] = Field(
+        "rl",
+        description="rl: the policy gradient on the loop's rollouts (advantage, loss); sft: supervised fine-tuning "
+        "on data.demonstrations, the negative log-likelihood of the assistant's tokens (aggregated by loss_agg, "
+        "token-mean by default), with held-out evaluation by the recipe's own loop and reward every eval_every steps",
+    )
     loss: str = Field("ppo_clip", description="policy loss: ppo_clip, dual_clip, cispo, sapo, gspo")
     ppo_mini_batches: int = Field(
         1, ge=1, description="optimizer steps per batch, each on a 1/N share of its trajectories (PPO mini-batches)"

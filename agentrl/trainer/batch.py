@@ -41,8 +41,13 @@ def response_length(traj: Trajectory) -> int:
     return sum(len(s.token_ids) for s in traj.segments[first:])
 
 
-def trajectory_to_tensors(traj: Trajectory, backend: str = "the rollout server") -> TrajectoryTensors:
+def trajectory_to_tensors(
+    traj: Trajectory, backend: str = "the rollout server", require_logprobs: bool = True
+) -> TrajectoryTensors:
     """Split a trajectory into prompt and response tensors with a loss mask.
+
+    `require_logprobs=False` (a demonstration for supervised fine-tuning, which needs none) reads the logprobs of
+    trainable segments that have none as 0.0.
 
     Raises:
         ValueError: the trajectory has no trainable segment (nothing to train on).
@@ -62,8 +67,9 @@ def trajectory_to_tensors(traj: Trajectory, backend: str = "the rollout server")
         response.extend(seg.token_ids)
         mask.extend([1 if seg.trainable else 0] * n)
         if seg.trainable and n:
-            require_logprobs(traj, seg, backend)
-            logprobs.extend(seg.logprobs or [])
+            if require_logprobs or seg.logprobs is not None:
+                check_logprobs(traj, seg, backend)
+            logprobs.extend(seg.logprobs or [0.0] * n)
             temperatures.extend([_scoring_temperature(seg)] * n)
             versions.extend([seg.policy_version if seg.policy_version is not None else -1] * n)
         else:
@@ -84,7 +90,7 @@ class UntrainableSegmentError(ValueError):
     """A generated segment the trainer cannot train on exactly (no logprobs, or greedy tokens)."""
 
 
-def require_logprobs(traj: Trajectory, seg: Segment, backend: str = "the rollout server") -> None:
+def check_logprobs(traj: Trajectory, seg: Segment, backend: str = "the rollout server") -> None:
     """Raise `UntrainableSegmentError` when generated `seg` has no logprobs (filling them in with 0.0 would read
     as probability 1 and quietly down-weight the tokens under the off-policy correction)."""
     if seg.logprobs is None:
@@ -98,7 +104,7 @@ def require_logprobs(traj: Trajectory, seg: Segment, backend: str = "the rollout
 def check_trainable(traj: Trajectory, seg: Segment, backend: str = "the rollout server") -> None:
     """Raise `UntrainableSegmentError` unless `seg`'s tokens carry the logprobs of a sampled (not greedy) draw;
     `backend` names the server that generated them, for the message."""
-    require_logprobs(traj, seg, backend)
+    check_logprobs(traj, seg, backend)
     if seg.temperature is not None and seg.temperature <= 0:
         raise UntrainableSegmentError(
             f"trajectory {traj.id} has greedy tokens (temperature 0): they have no sampling distribution to train; "
@@ -133,9 +139,10 @@ class PaddedBatch:
     """[b, R]: the policy version that generated each response token, -1 where none (for metrics only)."""
 
 
-def collate(trajectories: list[Trajectory], pad_token_id: int) -> PaddedBatch:
-    """Pad trajectories into one batch (prompts left-padded, responses right-padded)."""
-    parts = [trajectory_to_tensors(t) for t in trajectories]
+def collate(trajectories: list[Trajectory], pad_token_id: int, require_logprobs: bool = True) -> PaddedBatch:
+    """Pad trajectories into one batch (prompts left-padded, responses right-padded); `require_logprobs=False`: see
+    `trajectory_to_tensors`."""
+    parts = [trajectory_to_tensors(t, require_logprobs=require_logprobs) for t in trajectories]
     p_len = max(len(p.prompt_ids) for p in parts)
     r_len = max(len(p.response_ids) for p in parts)
     b = len(parts)

@@ -33,6 +33,7 @@ from agentrl.trainer.exactness import ExactnessBreachError, exactness_breaches, 
 from agentrl.trainer.metrics import component_means, failure_metrics, rollout_metrics, tool_use_metrics
 from agentrl.trainer.preflight import tis_cap, untrained_root_warning, validate_run
 from agentrl.trainer.progress import StepProgress
+from agentrl.trainer.sft_batches import DemonstrationBatches
 from agentrl.trainer.staleness import split_stale, staleness_metrics
 from agentrl.trainer.watchdog import RunStalledError, Watchdog
 from agentrl.types import Trajectory
@@ -73,7 +74,9 @@ class Trainer:
 
         self.cfg = cfg
         self.out = output_dir(cfg, "train")
-        self.train_samples = run_samples(cfg, "train")
+        self.sft = cfg.trainer.objective == "sft"
+        """Supervised fine-tuning on `data.demonstrations` instead of the policy gradient on rollouts."""
+        self.train_samples = [] if self.sft else run_samples(cfg, "train")
         self.eval_samples = run_samples(cfg, "eval")
         prepare_run(cfg, self.train_samples, self.eval_samples)
         self.rewards = reward_pipeline(cfg)
@@ -95,17 +98,26 @@ class Trainer:
 
         self.policies = Policies(self.cfg)
         self.tokenizer = self.policies.load_tokenizer()
+        demonstrations = self._demonstrations() if self.sft else []  # refused before the model loads
         self.policies.start_backends(self.tokenizer.pad_token_id or 0)
         try:
             with MetricsLogger(self.out, self.cfg) as self.metrics:
-                await self._serve_and_train()
+                await self._serve_and_train(demonstrations)
         finally:
             self.policies.close()
         report = write_report(self.out)
         print(f"run directory: {self.out}\nreport: {report}")
         return self.out
 
-    async def _serve_and_train(self) -> None:
+    def _demonstrations(self) -> list[Trajectory]:
+        from agentrl.tools.parsers import get_parser
+        from agentrl.trainer.demonstrations import load_demonstrations
+
+        rows = load_demonstrations(self.cfg.data, self.tokenizer, get_parser(self.cfg.agent.tool_parser))
+        print(f"supervised fine-tuning on {len(rows)} demonstrations (step samples) of {self.cfg.data.demonstrations}")
+        return rows
+
+    async def _serve_and_train(self, demonstrations: list[Trajectory]) -> None:
         state = self._resume()
         async with (
             self.policies.serving() as llm,
@@ -113,15 +125,7 @@ class Trainer:
         ):
             self.policies.start_sync()
             self.manager = manager
-            self.collector = BatchCollector(
-                manager,
-                self.rewards,
-                self.train_samples,
-                self.cfg.data.batch_size,
-                self.cfg.trainer,
-                self.cfg.seed,
-                version=lambda: self.version,
-            )
+            self.collector = self._collector(manager, demonstrations)
             if state is not None:
                 self.collector.cursor.load_state(state.cursor)
                 self.version = state.step
@@ -157,6 +161,20 @@ class Trainer:
             if not self._training:  # a step half applied in its thread is no state to save
                 self._save_state()
             raise
+
+    def _collector(self, manager: Any, demonstrations: list[Trajectory]) -> BatchCollector | DemonstrationBatches:
+        """Each step's data: rollouts of the training samples, or the next demonstrations (`trainer.objective`)."""
+        if self.sft:
+            return DemonstrationBatches(demonstrations, self.cfg.data.batch_size, self.cfg.seed)
+        return BatchCollector(
+            manager,
+            self.rewards,
+            self.train_samples,
+            self.cfg.data.batch_size,
+            self.cfg.trainer,
+            self.cfg.seed,
+            version=lambda: self.version,
+        )
 
     def _resume(self) -> TrainerState | None:
         if not self.cfg.trainer.resume:
@@ -218,7 +236,8 @@ class Trainer:
                     finally:
                         self._training = False
                     metrics["perf/wall_s"] = time.perf_counter() - loop_started  # evaluations included
-                    metrics.update(self.collapse.observe(metrics, step))
+                    if not self.sft:  # imitation narrows the policy by design: no collapse to warn of
+                        metrics.update(self.collapse.observe(metrics, step))
                     async with updated:
                         self.version = step
                         updated.notify_all()
@@ -271,6 +290,8 @@ class Trainer:
 
     def _train_and_sync(self, batch: CollectedBatch) -> dict[str, Any]:
         """One policy step on `batch` and the weight push (runs in a worker thread)."""
+        if self.sft:
+            return self._imitate_and_sync(batch)
         t = self.cfg.trainer
         trainable = batch.trajectories  # generated something, and no infrastructure failure (`collect.trainable`)
         fresh, stale = split_stale(trainable, self.version, t.max_staleness)
@@ -293,6 +314,19 @@ class Trainer:
         metrics.update({f"perf/{k}": v for k, v in batch.timings.items()})
         metrics["perf/train_s"] = train_s
         tokens = sum(traj.num_tokens for traj in trainable)
+        metrics["perf/train_tokens_per_s"] = tokens / train_s if train_s > 0 else 0.0
+        return metrics
+
+    def _imitate_and_sync(self, batch: CollectedBatch) -> dict[str, Any]:
+        """One supervised step on a batch of demonstrations and the weight push (for the held-out evaluations)."""
+        started = time.perf_counter()
+        metrics: dict[str, Any] = {**batch.metrics, **self.policies.step(batch.trajectories, self.version)}
+        self.done = (batch.step, batch.cursor_state)
+        train_s = time.perf_counter() - started
+        metrics["perf/weight_sync_s"] = self.policies.push(batch.step)
+        metrics.update(self.policies.push_metrics())
+        metrics["perf/train_s"] = train_s
+        tokens = sum(traj.num_tokens for traj in batch.trajectories)
         metrics["perf/train_tokens_per_s"] = tokens / train_s if train_s > 0 else 0.0
         return metrics
 

@@ -228,6 +228,8 @@ def _serve_initial_weights(runtime: PolicyRuntime) -> None:
 
 def _step(runtime: PolicyRuntime, trajectories: list[Trajectory], version: int) -> dict[str, Any]:
     assert runtime.backend is not None
+    if runtime.cfg.trainer.objective == "sft":  # demonstrations: no logprobs, versions or advantages to check
+        return runtime.backend.step(trajectories) if trajectories else {"train/skipped": 1.0}
     check_batch(trajectories, runtime.cfg.rollout.backend)
     metrics = runtime.backend.step(trajectories) if trajectories else {"train/skipped": 1.0}
     record_node_advantages(runtime.cfg.trainer, trajectories)  # here, not on the ranks: the step saves these

@@ -100,6 +100,24 @@ def trainer_problems(cfg: AgentRLConfig) -> list[str]:
         problems.append(f"rollout.tree trains with trainer.mode=sync for now, not {t.mode}")
     if t.is_mode == "mask" and cap is not None and t.is_mask_low >= cap:
         problems.append(f"trainer.is_mask_low ({t.is_mask_low}) must be below trainer.tis_cap ({cap})")
+    return problems + sft_problems(cfg)
+
+
+def sft_problems(cfg: AgentRLConfig) -> list[str]:
+    """Supervised fine-tuning needs demonstrations, and trains one step after another on one policy."""
+    t = cfg.trainer
+    if t.objective != "sft":
+        return []
+    problems = []
+    if not cfg.data.demonstrations:
+        problems.append(
+            "trainer.objective=sft trains on demonstrations: list their files in data.demonstrations (agentrl "
+            "trajectory files or chat rows, JSONL), e.g. data.demonstrations=[runs/teacher/trajectories.jsonl]"
+        )
+    if t.mode != "sync":
+        problems.append(f"trainer.objective=sft trains in trainer.mode=sync (its data wait for nothing), not {t.mode}")
+    if cfg.policies:
+        problems.append("trainer.objective=sft trains one policy for now: unset policies")
     return problems
 
 

@@ -17,6 +17,7 @@ from agentrl.trainer.choices import choice_token_ids
 from agentrl.trainer.engine import PolicyEngine, engine_config
 from agentrl.trainer.lora import adapter_state, apply_lora, lora_scaling, merge_lora
 from agentrl.trainer.reference import ReferencePolicy
+from agentrl.trainer.sft import sft_step
 from agentrl.trainer.step import policy_step
 from agentrl.types import Trajectory
 
@@ -80,13 +81,17 @@ class RankTrainer:
         self.entropy_choice_ids = entropy_choice_ids(cfg, model_path)
 
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        """Advantages, loss and one optimizer step (collective); the global train/* metrics."""
+        """Advantages, loss and one optimizer step (collective); the global train/* metrics. With
+        `trainer.objective=sft`, `trajectories` are demonstrations and the step is supervised (`sft_step`)."""
+        shard = (self.rank, self.world)
+        if self.cfg.trainer.objective == "sft":
+            return sft_step(self.engine, self.cfg.trainer, trajectories, self.pad_token_id, shard=shard)
         return policy_step(
             self.engine,
             self.cfg.trainer,
             trajectories,
             self.pad_token_id,
-            shard=(self.rank, self.world),
+            shard=shard,
             reference=self.reference,
             entropy_choice_ids=self.entropy_choice_ids,
         )

@@ -107,7 +107,7 @@ def policy_step(
         out.pop("train/entropy", None)
     if shard[1] > 1:
         local_tokens = float(sum(part.batch.response_mask.sum() for part in parts))
-        out = _reduce_over_ranks(out, local_tokens, engine)
+        out = reduce_over_ranks(out, local_tokens, engine)
     out.update(advantages.metrics)
     out["train/tokens"] = float(sum(t.num_generated_tokens for t in trajectories))
     out["train/rows_trained"] = float(kept)
@@ -291,7 +291,7 @@ def _order(row: tuple[Trajectory, torch.Tensor]) -> tuple[int, list[int]]:
     return sum(len(segment.token_ids) for segment in segments), prompt
 
 
-def _reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: PolicyEngine) -> dict[str, float]:
+def reduce_over_ranks(metrics: dict[str, float], local_tokens: float, engine: PolicyEngine) -> dict[str, float]:
     """Global metrics: parts of sums (losses, kl) are added, rates are weighted by each rank's loss tokens."""
     import torch.distributed as dist
 

@@ -33,6 +33,7 @@ SECOND = (
     "test_report_real.py",
     "test_reasoning_gym_real.py",
     "test_verifiers_real.py",
+    "test_sft_real.py",
 )  # fmt: skip
 """Node ids under tests/integration/ (a module, or one of its tests with its parameters): CPU-bound training runs,
 about 12 minutes of the first lane's time before they moved."""
