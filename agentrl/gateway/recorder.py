@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.gateway.messages import MessageKey, assistant_message, message_key, to_message
-from agentrl.gateway.validation import call_arguments
+from agentrl.gateway.turns import END_OF_TURN, assistant_turn_ids, rendered_message
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
 from agentrl.loops.protocols import Generation, Tokenizer
-from agentrl.tools.base import ToolCall
 from agentrl.tools.parsers import ToolCallParser
-from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot, template_renders_tool_calls
+from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot
 from agentrl.types import Message, Trajectory
 
 
@@ -144,6 +143,18 @@ class SessionRecorder:
         self.calls.append(CallRecord(len(messages), len(prompt_ids), step=step, prefix_matched=extends))
         return prompt_ids
 
+    def turn_ids(self, message: dict[str, Any], complete: bool = True) -> list[int]:
+        """The tokens of an assistant reply the policy did not generate (an upstream teacher's: content and tool
+        calls) as the policy would have written it after the conversation the last `prompt` call recorded; its
+        end-of-turn token left off unless `complete` (a reply cut at its length)."""
+        assert self._builder is not None, "prompt() comes first"
+        builder = self._builder
+        rendered = rendered_message({**message, "role": "assistant"}, self.tokenizer, self.parser)
+        ids = assistant_turn_ids(self.tokenizer, builder.trajectory.messages, rendered, builder.tools)
+        if not complete and ids and self.tokenizer.decode(ids[-1:]) in END_OF_TURN:
+            ids = ids[:-1]
+        return ids
+
     def record(
         self,
         pieces: list[tuple[list[int], list[float] | None, int | None]],
@@ -228,17 +239,9 @@ class SessionRecorder:
         return self._foreign(message)
 
     def _foreign(self, message: dict[str, Any]) -> Message:
-        """A message the gateway did not generate. Its tool calls (an agent's few-shot example, a resumed history)
-        go to the chat template when it writes calls itself; otherwise they are written after the content in the
-        parser's format, the text the model is trained to emit, so that the prompt holds the calls."""
-        rendered = to_message(message)
-        calls = [_tool_call(call) for call in rendered.tool_calls or []]
-        if not calls:
-            return rendered.model_copy(update={"tool_calls": None})
-        if template_renders_tool_calls(self.tokenizer):
-            return rendered.model_copy(update={"tool_calls": [call.to_dict() for call in calls]})
-        text = "\n".join(t for t in (str(rendered.content or "").strip(), self.parser.format_calls(calls)) if t)
-        return rendered.model_copy(update={"content": text, "tool_calls": None})
+        """A message the gateway did not generate (an agent's few-shot example, a resumed history), its tool calls
+        written as the model would (`agentrl.gateway.turns.rendered_message`), so that the prompt holds them."""
+        return rendered_message(message, self.tokenizer, self.parser)
 
 
 def before_stop(text: str, stop: list[str] | None) -> tuple[str, str | None]:
@@ -257,12 +260,6 @@ def _cut(step: Trajectory, counts: tuple[int, int]) -> Trajectory:
     if segments == len(step.segments) and messages == len(step.messages):
         return step
     return step.model_copy(update={"segments": step.segments[:segments], "messages": step.messages[:messages]})
-
-
-def _tool_call(call: dict[str, Any]) -> ToolCall:
-    """An OpenAI tool call (arguments as a JSON string, checked by `validation`) as a `ToolCall`."""
-    function = call["function"]
-    return ToolCall(id=str(call.get("id") or ""), name=function["name"], arguments=call_arguments(function))
 
 
 def generated_pieces(out: Generation) -> tuple[list[int], list[float] | None, int | None]:

@@ -9,7 +9,10 @@ per name, opened at its first call); `POST /s/<name>/close` ends a session. Each
 its step samples alongside) is appended to `trajectories.jsonl` in the run directory when it is closed, and every
 open one when the gateway stops (Ctrl-C); `agentrl view RUN_DIR` opens them.
 
-Gateway options (not part of the training config): `gateway.host` (127.0.0.1), `gateway.port` (8100). A host
+Gateway options (not part of the training config): `gateway.host` (127.0.0.1), `gateway.port` (8100),
+`gateway.upstream` (another model's OpenAI-compatible endpoint, `http://host:port/v1`, answers every call and its
+replies are recorded in the model's template as demonstrations: `agentrl.gateway.upstream`; its key from
+`AGENTRL_UPSTREAM_API_KEY`; the model's own servers are not started) and `gateway.upstream_model`. A host
 other machines reach (`gateway.host=0.0.0.0`) needs `AGENTRL_GATEWAY_TOKEN` in the environment: the agents send it
 as their API key (`Authorization: Bearer` or `x-api-key`; see `agentrl.gateway.auth`). The
 agent's own temperature (greedy included: nothing is trained here), top_p, top_k and seed are honoured;
@@ -30,6 +33,7 @@ from agentrl.errors import UserError
 from agentrl.gateway.auth import GATEWAY_TOKEN_ENV, gateway_token
 from agentrl.gateway.server import Gateway
 from agentrl.gateway.session import GatewaySession, SessionLimits
+from agentrl.gateway.upstream import Upstream
 from agentrl.loops.preflight import validate_episodes
 from agentrl.rollout.protocol import SamplingParams
 from agentrl.types import StopReason, Trajectory
@@ -41,6 +45,10 @@ class GatewayOptions:
     port: int = 8100
     token: str | None = field(default=None, repr=False)
     """The API key every call needs (`AGENTRL_GATEWAY_TOKEN`; required off loopback)."""
+    upstream: str | None = None
+    """Another model's OpenAI-compatible endpoint answers every call (`agentrl.gateway.upstream`)."""
+    upstream_model: str | None = None
+    """The model asked upstream (None: the agent's own `model`)."""
 
 
 def parse_gateway_overrides(overrides: list[str]) -> tuple[GatewayOptions, list[str]]:
@@ -59,8 +67,15 @@ def parse_gateway_overrides(overrides: list[str]) -> tuple[GatewayOptions, list[
             if not value.isdigit():
                 raise UserError(f"gateway.port must be a port number, got {value!r}")
             opts.port = int(value)
+        elif key == "gateway.upstream":
+            opts.upstream = value or None
+        elif key == "gateway.upstream_model":
+            opts.upstream_model = value or None
         elif key.startswith("gateway."):
-            raise UserError(f"unknown option {key}: the gateway takes gateway.host and gateway.port")
+            raise UserError(
+                f"unknown option {key}: the gateway takes gateway.host, gateway.port, gateway.upstream and "
+                "gateway.upstream_model"
+            )
         else:
             rest.append(item)
     opts.token = gateway_token(opts.host)
@@ -122,9 +137,12 @@ async def serve_gateway(
         "honour_request_sampling": True,
         "trains": False,  # it serves and records: greedy requests are fine
     }
+    if opts.upstream:
+        options["upstream"] = Upstream(opts.upstream, opts.upstream_model)
+        options["upstream"].check()  # before anything starts
     with (out / "trajectories.jsonl").open("a") as sink:
         async with (
-            serve_policies(cfg) as (llm, _),
+            contextlib.nullcontext((None, None)) if opts.upstream else serve_policies(cfg) as (llm, _),
             Gateway(
                 llm,
                 tokenizer,
@@ -138,7 +156,8 @@ async def serve_gateway(
                 token=opts.token,
             ) as gateway,
         ):
-            print(f"gateway serving {cfg.model} at {gateway.url}/v1 (sessions: {gateway.url}/s/<name>/v1)")
+            served = f"{opts.upstream} (recorded in {cfg.model}'s template)" if opts.upstream else cfg.model
+            print(f"gateway serving {served} at {gateway.url}/v1 (sessions: {gateway.url}/s/<name>/v1)")
             if gateway.token is not None:
                 print(f"agents send {GATEWAY_TOKEN_ENV} as their API key (Authorization: Bearer, or x-api-key)")
             print(f"trajectories: {out / 'trajectories.jsonl'}", flush=True)

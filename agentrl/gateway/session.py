@@ -13,6 +13,7 @@ from typing import Any
 from agentrl.gateway.recorder import Reply, SessionRecorder
 from agentrl.gateway.request_fields import SAMPLING, truncated_field, untrainable_sampling
 from agentrl.gateway.responses_api import Conversations
+from agentrl.gateway.upstream import Upstream
 from agentrl.gateway.validation import RequestError, read_request
 from agentrl.loops.policy_clients import PolicyClients, client_for, learns
 from agentrl.loops.protocols import Generation, Piece, StreamingTokenGenerator, TokenGenerator, TokenSink
@@ -88,6 +89,9 @@ class GatewaySession:
     metrics: dict[str, float] = field(default_factory=dict)
     closed: bool = False
     responses: Conversations = field(default_factory=Conversations)
+    upstream: Upstream | None = None
+    """`gateway.upstream`: another model's endpoint answers every call; its replies are recorded as the policy
+    would have written them (demonstrations), and the policy's servers are never asked."""
 
     def __post_init__(self) -> None:
         self.lock = asyncio.Lock()  # an agent's parallel calls are recorded one after the other
@@ -107,6 +111,8 @@ class GatewaySession:
             ValueError: the request cannot be read, or asks for sampling its trained replies cannot have.
         """
         messages, tools = read_request(request)
+        if self.upstream is not None:
+            return await self._chat_upstream(self.upstream, messages, tools, request, on_tokens)
         policy = requested_policy(llm, request)
         self._check_trainable(request, learns(llm, policy))
         async with self.lock:
@@ -129,6 +135,30 @@ class GatewaySession:
                 policy=policy,
                 trainable=learns(llm, policy),
                 stop=sampling.stop,
+            )
+
+    async def _chat_upstream(
+        self,
+        upstream: Upstream,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        request: dict[str, Any],
+        on_tokens: TokenSink | None,
+    ) -> Reply:
+        """The upstream answers the call; its reply is recorded in the policy's template as the policy would have
+        written it (no logprobs: a demonstration), and the agent gets it as the policy's own reply is given."""
+        async with self.lock:
+            self._check_open()
+            self._check_turns_and_time()
+            prompt = self.recorder.prompt(messages, tools)
+            sampling = self._sampling(request, len(prompt))
+            message, finish = await upstream.complete(messages, tools, request, sampling.max_tokens)
+            cut = finish == "length"
+            ids = self.recorder.turn_ids(message, complete=not cut)
+            if on_tokens is not None and ids:
+                await on_tokens(ids)
+            return self.recorder.record(
+                [(ids, None, None)], "length" if cut else "stop", parse_tool_calls=parses_tool_calls(request)
             )
 
     def end(self, reason: StopReason, message: str = "") -> None:

@@ -24,17 +24,12 @@ from typing import Any
 
 from agentrl.config.schema import DataConfig
 from agentrl.errors import UserError
-from agentrl.gateway.messages import MessageError, to_message
-from agentrl.gateway.validation import call_arguments
+from agentrl.gateway.messages import MessageError
+from agentrl.gateway.turns import TemplateRewriteError, assistant_turn_ids, rendered_message
 from agentrl.loops.builder import TemplateBoundaryError, TrajectoryBuilder
-from agentrl.loops.chat_template import encode, render
-from agentrl.tools.base import ToolCall
 from agentrl.tools.parsers import ToolCallParser
-from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot, template_renders_tool_calls
-from agentrl.types import Message, StopReason, Trajectory
-
-END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>")
-"""End-of-turn tokens the templates close an assistant turn with: the model generates up to and including one."""
+from agentrl.tools.prompt import add_tool_instructions, template_has_tools_slot
+from agentrl.types import StopReason, Trajectory
 
 
 def load_demonstrations(data: DataConfig, tokenizer: Any, parser: ToolCallParser) -> list[Trajectory]:
@@ -81,7 +76,7 @@ def render_chat(
     Raises:
         UserError: no assistant message, or a template that does not render the conversation as it grows.
     """
-    rendered = [_rendered(m, tokenizer, parser) for m in messages]
+    rendered = [rendered_message(m, tokenizer, parser) for m in messages]
     last = max((i for i, m in enumerate(rendered) if m.role == "assistant"), default=None)
     if last is None or last == 0:
         raise UserError(f"{trajectory_id}: a demonstration needs a prompt and at least one assistant message after it")
@@ -96,7 +91,11 @@ def render_chat(
     at = first
     while at < len(rendered):
         if rendered[at].role == "assistant":
-            builder.add_generation(_assistant_ids(builder, rendered[at], schemas, trajectory_id), None, None)
+            try:
+                ids = assistant_turn_ids(tokenizer, builder.trajectory.messages, rendered[at], schemas)
+            except TemplateRewriteError as exc:
+                raise UserError(f"{trajectory_id}: {exc}; such a conversation cannot be a demonstration") from exc
+            builder.add_generation(ids, None, None)
             at += 1
             continue
         upto = next(i for i in range(at, len(rendered)) if rendered[i].role == "assistant")
@@ -106,42 +105,6 @@ def render_chat(
             raise UserError(f"{trajectory_id}: {exc}; such a conversation cannot be a demonstration") from exc
         at = upto
     return builder.trajectory
-
-
-def _assistant_ids(
-    builder: TrajectoryBuilder, message: Message, tools: list[dict[str, Any]] | None, where: str
-) -> list[int]:
-    """The tokens the model writes for `message` after the conversation so far (which ends with the generation
-    prompt): the template's text for the turn, up to and including its end-of-turn token."""
-    tokenizer, so_far = builder.tokenizer, builder.trajectory.messages
-    before = render(tokenizer, so_far, add_generation_prompt=True, tools=tools)
-    after = render(tokenizer, [*so_far, message], add_generation_prompt=False, tools=tools)
-    if not after.startswith(before):
-        raise UserError(f"{where}: the chat template rewrites the conversation when an assistant turn is added")
-    text = after[len(before) :]
-    ends = [(text.find(end), end) for end in END_OF_TURN if end in text]
-    if ends:
-        at, end = min(ends)
-        text = text[: at + len(end)]
-    return encode(tokenizer, text)
-
-
-def _rendered(message: dict[str, Any], tokenizer: Any, parser: ToolCallParser) -> Message:
-    """A chat message as the loops render one the model did not generate: its tool calls to the template when it
-    writes calls itself, else after the content in the parser's format."""
-    out = to_message(message)
-    calls = [_tool_call(call) for call in out.tool_calls or []]
-    if not calls:
-        return out.model_copy(update={"tool_calls": None})
-    if template_renders_tool_calls(tokenizer):
-        return out.model_copy(update={"tool_calls": [call.to_dict() for call in calls]})
-    text = "\n".join(t for t in (str(out.content or "").strip(), parser.format_calls(calls)) if t)
-    return out.model_copy(update={"content": text, "tool_calls": None})
-
-
-def _tool_call(call: dict[str, Any]) -> ToolCall:
-    function = call.get("function", call)
-    return ToolCall(id=str(call.get("id") or ""), name=function["name"], arguments=call_arguments(function))
 
 
 def _episode(row: dict[str, Any], tokenizer: Any, parser: ToolCallParser, where: str) -> tuple[Trajectory, bool]:

@@ -47,3 +47,45 @@ def test_an_sft_run_on_recorded_demonstrations_learns_them_and_evaluates_the_tas
     assert evaluated == [0, 2]  # the quickstart's held-out rows, by its own loop and reward
     assert (run / "checkpoints" / "step_000002").is_dir()
     assert not any(k.startswith("rollout/") for m in steps for k in m)  # nothing was rolled out to train on
+
+
+async def test_a_real_server_as_the_gateway_s_upstream_records_sft_data(hf_server_url, default_tokenizer, tmp_path):
+    """The real `hf` server is the teacher upstream (`gateway.upstream`): an agent's chat completions and Messages
+    calls are answered by it, and the saved sessions load as demonstrations whose replies are the teacher's."""
+    import anthropic
+    import openai
+
+    from agentrl.config.schema import DataConfig
+    from agentrl.gateway import Gateway
+    from agentrl.gateway.serve import session_trajectory
+    from agentrl.gateway.upstream import Upstream
+    from agentrl.tools.parsers import get_parser
+    from agentrl.trainer.demonstrations import load_demonstrations
+
+    teacher = Upstream(f"{hf_server_url}/v1")
+    teacher.check()
+    saved = tmp_path / "sessions.jsonl"
+    answers = []
+    async with Gateway(None, default_tokenizer) as gateway:
+        chat, messages = (
+            gateway.open_session("chat", upstream=teacher),
+            gateway.open_session("messages", upstream=teacher),
+        )
+        asked = [{"role": "user", "content": "Say hello."}]
+        llm = openai.AsyncOpenAI(base_url=chat.base_url, api_key="unused", max_retries=0)
+        reply = await llm.chat.completions.create(model="default", messages=asked, max_tokens=12, temperature=0)
+        answers.append(reply.choices[0].message.content)
+        claude = anthropic.AsyncAnthropic(base_url=messages.base_url.removesuffix("/v1"), api_key="x", max_retries=0)
+        said = await claude.messages.create(
+            model="default", max_tokens=12, messages=asked, extra_body={"temperature": 0}
+        )
+        answers.append(said.content[0].text if said.content else "")
+        saved.write_text(
+            "".join(session_trajectory(gateway.close_session(s)).to_json() + "\n" for s in (chat, messages))
+        )
+    rows = load_demonstrations(DataConfig(demonstrations=[str(saved)]), default_tokenizer, get_parser("hermes"))
+    assert len(rows) == 2 and answers[0] and answers[0] == answers[1]  # greedy: one teacher, one answer
+    for row, answer in zip(rows, answers, strict=True):
+        (reply_segment,) = [s for s in row.segments if s.trainable]
+        assert default_tokenizer.decode(reply_segment.token_ids).startswith(answer.strip()[:10])
+        assert reply_segment.logprobs is None

@@ -256,7 +256,7 @@ def test_gateway_command_options_are_split_from_the_config_overrides(monkeypatch
     monkeypatch.setenv("AGENTRL_GATEWAY_TOKEN", "s3cret")  # a host other machines reach needs one
     opts, rest = parse_gateway_overrides(["recipe=quickstart", "gateway.port=9001", "gateway.host=0.0.0.0"])
     assert (opts.host, opts.port, opts.token, rest) == ("0.0.0.0", 9001, "s3cret", ["recipe=quickstart"])
-    with pytest.raises(UserError, match="gateway.host and gateway.port"):
+    with pytest.raises(UserError, match="gateway.host, gateway.port, gateway.upstream"):
         parse_gateway_overrides(["gateway.prot=1"])
     with pytest.raises(UserError, match="port number"):
         parse_gateway_overrides(["gateway.port=http"])
