@@ -203,3 +203,29 @@ def test_an_sft_run_without_demonstrations_or_in_an_async_mode_is_refused_at_sta
     assert any("list their files in data.demonstrations" in p for p in problems), problems
     assert any("trainer.objective=sft trains in trainer.mode=sync" in p for p in problems), problems
     assert not trainer_problems(load_config("quickstart", ["trainer.objective=sft", "data.demonstrations=[x.jsonl]"]))
+
+
+def test_a_lora_policy_learns_demonstrations_in_its_adapters_only():
+    from agentrl.trainer.lora import apply_lora
+
+    model = apply_lora(tiny_llama(), rank=2, alpha=4.0, target_modules=["q_proj", "v_proj"])
+    engine = PolicyEngine(model, EngineConfig(lr=1e-2))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    first = sft_step(engine, TrainerConfig(objective="sft", lora_rank=2), copy.deepcopy(DEMOS), 0)
+    changed = {name for name, p in model.named_parameters() if not torch.equal(p, before[name])}
+    assert changed and all("lora_" in name for name in changed)  # the base model stays as it was
+    second = sft_step(engine, TrainerConfig(objective="sft", lora_rank=2), copy.deepcopy(DEMOS), 0)
+    assert second["train/loss"] < first["train/loss"]  # the same demonstrations, after a step on them
+
+
+async def test_a_resumed_run_trains_on_the_demonstrations_the_interrupted_one_would_have():
+    from agentrl.trainer.sft_batches import DemonstrationBatches
+
+    rows = [demonstration([1], [i]) for i in range(2, 9)]
+    whole, resumed = DemonstrationBatches(rows, 3, seed=1), DemonstrationBatches(rows, 3, seed=1)
+    first = await whole.collect(1)
+    resumed.cursor.load_state(first.cursor_state)  # what step 1's checkpoint holds
+    assert [t.token_ids for t in (await resumed.collect(2)).trajectories] == [
+        t.token_ids for t in (await whole.collect(2)).trajectories
+    ]
+    assert first.generated == [] and first.metrics["data/demonstrations"] == 3.0  # nothing rolled out
