@@ -30,7 +30,8 @@ class Gateway:
     (`session.recorder`), routes it sticky to one replica and enforces the trajectory's budgets.
 
     Args:
-        llm: the rollout client (router, sticky sessions, policy versions).
+        llm: the rollout client (router, sticky sessions, policy versions); None when every session has an
+            `upstream` (`agentrl.gateway.upstream`: another model answers, the policy is never asked).
         tokenizer: the policy's tokenizer (its chat template renders the prompts).
         model_name: the model id agents see (`/v1/models`); any name in requests is accepted.
         tool_parser: the format tool calls are parsed from (`agent.tool_parser`).
@@ -50,7 +51,7 @@ class Gateway:
 
     def __init__(
         self,
-        llm: TokenGenerator,
+        llm: TokenGenerator | None,
         tokenizer: Tokenizer,
         *,
         model_name: str = "policy",
