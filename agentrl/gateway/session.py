@@ -111,16 +111,20 @@ class GatewaySession:
             ValueError: the request cannot be read, or asks for sampling its trained replies cannot have.
         """
         messages, tools = read_request(request)
-        if self.upstream is not None:
-            return await self._chat_upstream(self.upstream, messages, tools, request, on_tokens)
-        policy = requested_policy(llm, request)
-        self._check_trainable(request, learns(llm, policy))
+        upstream = self.upstream
+        policy = None if upstream is not None else requested_policy(llm, request)
+        trainable = upstream is not None or learns(llm, policy)  # a teacher's reply is a demonstration
+        if upstream is None:
+            self._check_trainable(request, trainable)
         async with self.lock:
             self._check_open()
             self._check_turns_and_time()
             prompt = self.recorder.prompt(messages, tools)
             sampling = self._sampling(request, len(prompt))
-            pieces, finish = await self._generate(client_for(llm, policy), prompt, sampling, on_tokens)
+            if upstream is not None:
+                pieces, finish = await self._ask_upstream(upstream, messages, tools, request, sampling, on_tokens)
+            else:
+                pieces, finish = await self._generate(client_for(llm, policy), prompt, sampling, on_tokens)
             if self.closed:  # the trajectory was handed over while this call generated: it must not change
                 raise SessionClosed("this session ended while the call was generating; start a new one")
             if finish == "length" and len(prompt) + sampling.max_tokens >= self.limits.max_total_tokens:
@@ -133,33 +137,27 @@ class GatewaySession:
                 parse_tool_calls=parses_tool_calls(request),
                 temperature=sampling.temperature,
                 policy=policy,
-                trainable=learns(llm, policy),
+                trainable=trainable,
                 stop=sampling.stop,
             )
 
-    async def _chat_upstream(
+    async def _ask_upstream(
         self,
         upstream: Upstream,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         request: dict[str, Any],
+        sampling: SamplingParams,
         on_tokens: TokenSink | None,
-    ) -> Reply:
-        """The upstream answers the call; its reply is recorded in the policy's template as the policy would have
-        written it (no logprobs: a demonstration), and the agent gets it as the policy's own reply is given."""
-        async with self.lock:
-            self._check_open()
-            self._check_turns_and_time()
-            prompt = self.recorder.prompt(messages, tools)
-            sampling = self._sampling(request, len(prompt))
-            message, finish = await upstream.complete(messages, tools, request, sampling.max_tokens)
-            cut = finish == "length"
-            ids = self.recorder.turn_ids(message, complete=not cut)
-            if on_tokens is not None and ids:
-                await on_tokens(ids)
-            return self.recorder.record(
-                [(ids, None, None)], "length" if cut else "stop", parse_tool_calls=parses_tool_calls(request)
-            )
+    ) -> tuple[list[Piece], str]:
+        """The upstream's reply, as the one piece the policy would have generated (in its template, no logprobs:
+        a demonstration), and its finish reason."""
+        message, finish = await upstream.complete(messages, tools, request, sampling.max_tokens)
+        cut = finish == "length"
+        ids = self.recorder.turn_ids(message, complete=not cut)
+        if on_tokens is not None and ids:
+            await on_tokens(ids)
+        return [(ids, None, None)], "length" if cut else "stop"
 
     def end(self, reason: StopReason, message: str = "") -> None:
         """End the session with `reason` (later calls are refused with `message`)."""

@@ -290,21 +290,7 @@ class Trainer:
 
     def _train_and_sync(self, batch: CollectedBatch) -> dict[str, Any]:
         """One policy step on `batch` and the weight push (runs in a worker thread)."""
-        if self.sft:
-            return self._imitate_and_sync(batch)
-        t = self.cfg.trainer
-        trainable = batch.trajectories  # generated something, and no infrastructure failure (`collect.trainable`)
-        fresh, stale = split_stale(trainable, self.version, t.max_staleness)
-        if t.stale_samples == "drop":
-            trainable = fresh
-        metrics: dict[str, Any] = {**batch.metrics, **rollout_metrics(batch.generated, batch.timings["rollout_s"])}
-        metrics.update(staleness_metrics(trainable, self.version))
-        metrics["rollout/stale_trajectories"] = float(len(stale))
-        metrics["rollout/empty_trajectories"] = float(empty_count(batch.generated))
-        metrics.update(self.policies.failover_metrics())
-        metrics.update(self.policies.reward_metrics(batch.generated, "rollout"))
-        metrics.update(self.policies.known_versions(trainable))
-        self._check_exactness(metrics, batch.step, batch.generated)  # before the update: a breach trains nothing
+        trainable, metrics = (batch.trajectories, dict(batch.metrics)) if self.sft else self._checked_rollout(batch)
         started = time.perf_counter()
         metrics.update(self.policies.step(trainable, self.version))
         self.done = (batch.step, batch.cursor_state)  # the policy now holds this step (even if the push fails)
@@ -317,18 +303,23 @@ class Trainer:
         metrics["perf/train_tokens_per_s"] = tokens / train_s if train_s > 0 else 0.0
         return metrics
 
-    def _imitate_and_sync(self, batch: CollectedBatch) -> dict[str, Any]:
-        """One supervised step on a batch of demonstrations and the weight push (for the held-out evaluations)."""
-        started = time.perf_counter()
-        metrics: dict[str, Any] = {**batch.metrics, **self.policies.step(batch.trajectories, self.version)}
-        self.done = (batch.step, batch.cursor_state)
-        train_s = time.perf_counter() - started
-        metrics["perf/weight_sync_s"] = self.policies.push(batch.step)
-        metrics.update(self.policies.push_metrics())
-        metrics["perf/train_s"] = train_s
-        tokens = sum(traj.num_tokens for traj in batch.trajectories)
-        metrics["perf/train_tokens_per_s"] = tokens / train_s if train_s > 0 else 0.0
-        return metrics
+    def _checked_rollout(self, batch: CollectedBatch) -> tuple[list[Trajectory], dict[str, Any]]:
+        """A rollout's trajectories to train on (stale ones dropped as `trainer.stale_samples` says) and its
+        rollout metrics, once the exactness check passed (a breach trains nothing)."""
+        t = self.cfg.trainer
+        trainable = batch.trajectories  # generated something, and no infrastructure failure (`collect.trainable`)
+        fresh, stale = split_stale(trainable, self.version, t.max_staleness)
+        if t.stale_samples == "drop":
+            trainable = fresh
+        metrics: dict[str, Any] = {**batch.metrics, **rollout_metrics(batch.generated, batch.timings["rollout_s"])}
+        metrics.update(staleness_metrics(trainable, self.version))
+        metrics["rollout/stale_trajectories"] = float(len(stale))
+        metrics["rollout/empty_trajectories"] = float(empty_count(batch.generated))
+        metrics.update(self.policies.failover_metrics())
+        metrics.update(self.policies.reward_metrics(batch.generated, "rollout"))
+        metrics.update(self.policies.known_versions(trainable))
+        self._check_exactness(metrics, batch.step, batch.generated)
+        return trainable, metrics
 
     def _check_exactness(self, metrics: dict[str, Any], step: int, generated: list[Trajectory] = ()) -> None:
         """Stop the run (`trainer.on_breach=stop`, after saving the step's trajectories) or warn once about each way
